@@ -1,0 +1,1 @@
+"""``/healthz``: is every service the dashboard depends on reachable right now."""

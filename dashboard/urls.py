@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from dashboard import views
+from dashboard.health.views import healthz
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", healthz, name="healthz"),
+    path("accounts/", include("dashboard.accounts.urls")),
+    path("admin/", admin.site.urls),
+]

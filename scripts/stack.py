@@ -1,0 +1,173 @@
+"""Run the whole stack on one machine in the foreground; Ctrl-C stops everything it started.
+
+Why a supervisor of our own: README command one must bring up ZooKeeper, Redis, the database,
+the ASGI server and the Celery workers (and, as they land, the controllers, the mirror and a demo
+cluster) with one command on a fresh machine, show their logs interleaved with a name prefix, and
+leave nothing running afterwards. Services that were already up before (``scripts/services up``)
+are left running; the ones this run started are stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from scripts.devservices import REPO_ROOT, ServiceError, default_service_set
+
+PYTHON = sys.executable
+_COLOURS = ("36", "35", "33", "32", "34", "31", "96", "95")
+
+
+@dataclass
+class Child:
+    """One long-running process of the stack, started in its own process group."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self, colour: str, lock: threading.Lock) -> None:
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        threading.Thread(
+            target=_pump, args=(self.name, colour, self.process.stdout, lock), daemon=True, name=f"log-{self.name}"
+        ).start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        except ProcessLookupError:
+            pass
+
+
+def _pump(name: str, colour: str, stream: IO[bytes] | None, lock: threading.Lock) -> None:
+    if stream is None:
+        return
+    prefix = f"\033[{colour}m{name:>12} |\033[0m " if sys.stdout.isatty() else f"{name:>12} | "
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        with lock:
+            print(prefix + line, flush=True)
+
+
+def _manage(*args: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args], env=env, cwd=REPO_ROOT, check=True, capture_output=True, text=True
+    )
+    return result.stdout
+
+
+def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]:
+    """The processes of the stack, in start order."""
+    return [
+        Child(
+            "web",
+            [PYTHON, "-m", "daphne", "-b", args.host, "-p", str(args.port), "dashboard.asgi:application"],
+            env,
+        ),
+        Child(
+            "worker",
+            [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO", "-n", "worker@%h", "-c", "2"],
+            env,
+        ),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/run", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address the dashboard listens on")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    args = parser.parse_args(argv)
+
+    services = default_service_set()
+    already_up = services.zookeeper.running() and services.redis.running()
+    try:
+        services.up()
+    except ServiceError as exc:
+        print(f"stack: cannot start services: {exc}", file=sys.stderr)
+        return 1
+    env = dict(os.environ)
+    env.setdefault("ZOOKEEPER_CONNECT", f"{services.zookeeper.connect_string}/kafka")
+    env.setdefault("REDIS_URL", services.redis.url)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+
+    print("\n".join(services.status()), flush=True)
+    _manage("migrate", "--noinput", "-v", "0", env=env)
+    credentials = _manage("ensure_admin", env=env).strip()
+
+    lock = threading.Lock()
+    children = build_children(args, env)
+    stopping = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    for i, child in enumerate(children):
+        child.start(_COLOURS[i % len(_COLOURS)], lock)
+
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}/"
+    with lock:
+        print(
+            "\n".join(
+                [
+                    "",
+                    "=" * 64,
+                    f"  Dashboard:  {url}",
+                    f"  Health:     {url}healthz",
+                    "  " + credentials.replace("\n", "\n  "),
+                    f"  ZooKeeper:  {env['ZOOKEEPER_CONNECT']}   Redis: {env['REDIS_URL']}",
+                    "  Ctrl-C stops everything this command started.",
+                    "=" * 64,
+                    "",
+                ]
+            ),
+            flush=True,
+        )
+
+    exit_code = 0
+    while not stopping.is_set():
+        for child in children:
+            if child.process is not None and child.process.poll() is not None:
+                print(f"stack: {child.name} exited with code {child.process.returncode}; stopping", flush=True)
+                exit_code = 1
+                stopping.set()
+                break
+        stopping.wait(0.5)
+
+    print("stack: stopping ...", flush=True)
+    for child in reversed(children):
+        child.stop()
+    if not already_up:
+        services.down()
+    print("stack: stopped", flush=True)
+    time.sleep(0.1)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

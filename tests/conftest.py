@@ -1,0 +1,104 @@
+"""Test-session services: a private ZooKeeper and Redis, a fresh ZooKeeper chroot per test.
+
+Real services always (see README): by default the session starts its own ZooKeeper and Redis on
+free loopback ports under a temporary directory; with ``TEST_REUSE_SERVICES=1`` it uses the ones
+``scripts/services up`` runs instead (faster when iterating).
+
+Tests are marked by folder: ``tests/unit`` -> unit, ``tests/integration`` -> integration,
+``tests/e2e`` -> e2e.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
+
+_FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for folder, mark in _FOLDER_MARKS.items():
+            if folder in parts:
+                item.add_marker(getattr(pytest.mark, mark))
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceSet]:
+    """ZooKeeper and Redis for the whole test session."""
+    if os.environ.get("TEST_REUSE_SERVICES") == "1":
+        reused = default_service_set()
+        if not (reused.zookeeper.running() and reused.redis.running()):
+            pytest.exit("TEST_REUSE_SERVICES=1 but `scripts/services up` is not running", returncode=4)
+        yield reused
+        return
+    started = ServiceSet(base_dir=tmp_path_factory.mktemp("services"), zk_port=free_port(), redis_port=free_port())
+    started.up()
+    try:
+        yield started
+    finally:
+        started.down()
+
+
+@pytest.fixture(scope="session")
+def zk_server(services: ServiceSet) -> ZooKeeperServer:
+    return services.zookeeper
+
+
+@pytest.fixture(scope="session")
+def redis_server(services: ServiceSet) -> RedisServer:
+    return services.redis
+
+
+@pytest.fixture
+def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
+    """A connect string with a fresh, empty chroot (``host:port/t-<hex>``), removed afterwards."""
+    if not zk_server.ready():  # a previous test may have stopped it
+        zk_server.start()
+    root = f"/t-{uuid.uuid4().hex[:12]}"
+    admin = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
+    admin.start(timeout=15)
+    admin.ensure_path(root)
+    try:
+        yield zk_server.connect_string + root
+    finally:
+        try:
+            if not zk_server.ready():
+                zk_server.start()
+            admin.delete(root, recursive=True)
+        finally:
+            admin.stop()
+            admin.close()
+
+
+@pytest.fixture
+def zk(zk_chroot: str) -> Iterator[KazooClient]:
+    """A started kazoo client inside this test's chroot."""
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The Redis URL, with the database flushed so each test starts empty."""
+    import redis
+
+    if not redis_server.ready():
+        redis_server.start()
+    conn = redis.Redis.from_url(redis_server.url)
+    conn.flushdb()
+    conn.close()
+    return redis_server.url

@@ -1,0 +1,58 @@
+"""ZooKeeper fault helpers for tests: real session expiry, dropped connections, server restarts.
+
+Session expiry is done for real, the way ZooKeeper's own tests do it: a second client attaches to
+the victim's session (same session id and password) and closes it, so the server expires the
+session and the victim's client sees EXPIRED/LOST. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> None:
+    """Poll until ``predicate()`` is true; fail the test with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+
+
+def expire_session(client: KazooClient, hosts: str, timeout: float = 15.0) -> None:
+    """Expire ``client``'s ZooKeeper session on the server and wait until the client sees LOST."""
+    lost = threading.Event()
+
+    def listener(state: str) -> bool:
+        if state == KazooState.LOST:
+            lost.set()
+            return True
+        return False
+
+    client.add_listener(listener)
+    session_id, password = client.client_id
+    intruder = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=5.0)
+    intruder.start(timeout=10)
+    intruder.stop()  # closing the session from here expires it for the victim
+    intruder.close()
+    if not lost.wait(timeout):
+        client.remove_listener(listener)
+        raise AssertionError("the client never saw its session expire")
+
+
+def drop_connection(client: KazooClient) -> None:
+    """Cut the client's TCP connection (the session survives; the client reconnects)."""
+    conn = client._connection  # kazoo has no public call for this
+    sock = getattr(conn, "_socket", None)
+    if sock is not None:
+        # shutdown (not close): kazoo's select loop then reads EOF and reconnects cleanly.
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
