@@ -1,0 +1,649 @@
+"""The active controller's in-memory view of the cluster (Kafka's ``ControllerContext``, reference §2.3).
+
+ZooKeeper is the truth; this is a cache plus the state machines' states, kept for one controller
+epoch and cleared on resignation. It does no I/O.
+
+Scale drives the layout: the target is a million partitions (replication factor 3) in well under
+4 GB. So per-partition data lives in plain dicts keyed by ``TopicPartition`` (a tuple), values are
+the immutable model types, assignments are grouped per topic, and the context keeps *one* key
+object per partition: the assignment map is the registry, and every query that returns partitions
+returns those same objects so the other maps reuse them instead of holding copies. Measured: a
+million partitions (RF 3, 30 brokers) with assignments, leadership, partition and replica states
+take about 0.9 GB of RSS.
+
+Three indexes are maintained incrementally because the questions they answer are asked on every
+broker event and a scan of a million partitions per event is too slow:
+
+* partitions per broker (from assignments) for ``partitions_on_broker`` / ``replicas_on_brokers``;
+* partitions per leader (from leadership info) for ``partition_leaders_on_broker`` and
+  ``partitions_with_offline_leader``;
+* partitions per non-online partition state, for ``partitions_in_states({New, Offline})``, which
+  every broker change asks. Online partitions are the bulk and are not indexed.
+
+The two gauges ``offline_partition_count`` and ``preferred_replica_imbalance_count`` are maintained
+exactly as §2.3 describes (including its quirks), never recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+
+from controller_core.errors import IllegalStateError
+from controller_core.model import (
+    EMPTY_ASSIGNMENT,
+    INITIAL_CONTROLLER_EPOCH,
+    INITIAL_CONTROLLER_EPOCH_ZK_VERSION,
+    BrokerRegistration,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from controller_core.states import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    PartitionState,
+    ReplicaState,
+)
+
+_EMPTY_IDS: frozenset[int] = frozenset()
+
+
+def _imbalance(assignment: ReplicaAssignment | None, info: LeaderIsrAndControllerEpoch | None) -> int:
+    """Return 1 if the partition counts towards the preferred-replica imbalance gauge, else 0.
+
+    A partition is imbalanced when it has leadership info and does not "have its preferred
+    leader". While a reassignment is *adding* the preferred replica, Kafka's literal rule counts
+    the partition as imbalanced exactly when that replica is already in the ISR (§2.3). A partition
+    with no assignment has no preferred replica and never counts.
+    """
+    if assignment is None or info is None or not assignment.replicas:
+        return 0
+    preferred = assignment.replicas[0]
+    leader_and_isr = info.leader_and_isr
+    if assignment.adding_replicas and preferred in assignment.adding_replicas:
+        return 1 if preferred in leader_and_isr.isr else 0
+    return 0 if leader_and_isr.leader == preferred else 1
+
+
+class ControllerContext:
+    """Mutated only on the controller event thread.
+
+    Holds the controller's identity and fencing token (``controller_id``, ``epoch``,
+    ``epoch_zk_version``), the registered brokers, topics and assignments, the leadership cache,
+    the replica and partition states, and the topic-deletion bookkeeping. Read-only views returned
+    by properties must not be mutated; methods that return collections return copies so callers
+    may change the context while iterating over them.
+
+    Example::
+
+        ctx = ControllerContext(controller_id=1)
+        ctx.set_live_brokers([BrokerRegistration(1, (EndPoint.parse("PLAINTEXT://h1:9092"),), epoch=10)])
+        ctx.update_partition_full_replica_assignment(TopicPartition("orders", 0), ReplicaAssignment.of([1, 2]))
+    """
+
+    def __init__(self, controller_id: int) -> None:
+        self.controller_id = controller_id
+        self._reset_state()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _reset_state(self) -> None:
+        self.epoch: int = INITIAL_CONTROLLER_EPOCH
+        self.epoch_zk_version: int = INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._shutting_down: set[int] = set()
+        # Recomputed on every membership change: elections ask "is b live?" per partition.
+        self._live_ids: frozenset[int] = _EMPTY_IDS
+        self._live_or_shutting_down_ids: frozenset[int] = _EMPTY_IDS
+        self._offline_dirs: dict[int, frozenset[TopicPartition]] = {}
+
+        self._all_topics: set[str] = set()
+        self._topic_ids: dict[str, str] = {}
+        self._topic_names: dict[str, str] = {}
+        self._assignments: dict[str, dict[TopicPartition, ReplicaAssignment]] = {}
+        self._by_broker: dict[int, set[TopicPartition]] = {}
+
+        self._leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        self._by_leader: dict[int, set[TopicPartition]] = {}
+        self.partitions_being_reassigned: set[TopicPartition] = set()
+
+        self._partition_states: dict[TopicPartition, PartitionState] = {}
+        self._partitions_by_state: dict[PartitionState, set[TopicPartition]] = {
+            state: set() for state in PartitionState if state is not PartitionState.ONLINE
+        }
+        # Nested per partition so the replica map reuses the partition's key object instead of
+        # holding one (partition, replica) tuple per replica.
+        self._replica_states: dict[TopicPartition, dict[int, ReplicaState]] = {}
+
+        self._topics_to_be_deleted: set[str] = set()
+        self._topics_with_deletion_started: set[str] = set()
+        self._topics_ineligible_for_deletion: set[str] = set()
+
+        self._offline_partition_count = 0
+        self._preferred_replica_imbalance_count = 0
+
+    def reset(self) -> None:
+        """Forget everything (resignation): epoch and fencing version go back to 0."""
+        self._reset_state()
+
+    # -- brokers -----------------------------------------------------------------------------
+
+    def _refresh_broker_ids(self) -> None:
+        registered = frozenset(self._brokers)
+        self._live_or_shutting_down_ids = registered
+        self._live_ids = registered - self._shutting_down if self._shutting_down else registered
+
+    def set_live_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
+        """Replace the registered brokers (failover). Shutting-down ids are kept."""
+        self._brokers = {b.id: b for b in brokers}
+        self._refresh_broker_ids()
+
+    def add_live_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
+        for broker in brokers:
+            self._brokers[broker.id] = broker
+        self._refresh_broker_ids()
+
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self._brokers.pop(broker_id, None)
+        self._refresh_broker_ids()
+
+    def update_broker_metadata(self, broker: BrokerRegistration) -> None:
+        """Replace a registered broker's endpoints/features (BrokerModifications)."""
+        if broker.id in self._brokers:
+            self._brokers[broker.id] = broker
+
+    @property
+    def live_broker_ids(self) -> frozenset[int]:
+        """Registered brokers that are not in controlled shutdown: the ones that may lead."""
+        return self._live_ids
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> frozenset[int]:
+        """Every registered broker: the ones that receive requests."""
+        return self._live_or_shutting_down_ids
+
+    def live_or_shutting_down_brokers(self) -> list[BrokerRegistration]:
+        return list(self._brokers.values())
+
+    def live_or_shutting_down_broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self._brokers.get(broker_id)
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        """The cached broker epoch (czxid of its registration), ``None`` if not registered."""
+        broker = self._brokers.get(broker_id)
+        return None if broker is None else broker.epoch
+
+    def live_broker_id_and_epochs(self) -> dict[int, int]:
+        return {broker_id: broker.epoch for broker_id, broker in self._brokers.items()}
+
+    @property
+    def shutting_down_broker_ids(self) -> frozenset[int]:
+        return frozenset(self._shutting_down)
+
+    def add_shutting_down_broker(self, broker_id: int) -> None:
+        self._shutting_down.add(broker_id)
+        self._refresh_broker_ids()
+
+    def remove_shutting_down_brokers(self, broker_ids: Iterable[int]) -> None:
+        self._shutting_down.difference_update(broker_ids)
+        self._refresh_broker_ids()
+
+    # -- offline log directories -------------------------------------------------------------
+
+    def replicas_on_offline_dirs(self, broker_id: int) -> frozenset[TopicPartition]:
+        return self._offline_dirs.get(broker_id, frozenset())
+
+    def set_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        """Record the partitions a broker reported as KAFKA_STORAGE_ERROR (empty clears)."""
+        offline = frozenset(partitions)
+        if offline:
+            self._offline_dirs[broker_id] = offline
+        else:
+            self._offline_dirs.pop(broker_id, None)
+
+    def clear_replicas_on_offline_dirs(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self._offline_dirs.pop(broker_id, None)
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
+        ids = self._live_or_shutting_down_ids if include_shutting_down else self._live_ids
+        if broker_id not in ids:
+            return False
+        offline = self._offline_dirs.get(broker_id)
+        return offline is None or tp not in offline
+
+    def online_replica_set(self, tp: TopicPartition, include_shutting_down: bool = False) -> AbstractSet[int]:
+        """The broker ids whose replica of ``tp`` would be online, as one set for fast tests.
+
+        Usually the shared live-id set itself (no allocation); only brokers with failed log dirs
+        holding ``tp`` make it a per-partition set.
+        """
+        base = self._live_or_shutting_down_ids if include_shutting_down else self._live_ids
+        if not self._offline_dirs:
+            return base
+        excluded = [b for b, offline in self._offline_dirs.items() if tp in offline]
+        return base.difference(excluded) if excluded else base
+
+    # -- topics ------------------------------------------------------------------------------
+
+    @property
+    def all_topics(self) -> AbstractSet[str]:
+        return self._all_topics
+
+    def set_all_topics(self, topics: Iterable[str]) -> None:
+        self._all_topics = set(topics)
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        self._all_topics.update(topics)
+
+    def add_topic_id(self, topic: str, topic_id: str) -> None:
+        """Record a topic's id; a conflicting or orphan id is an invariant breach (§2.3)."""
+        if topic not in self._all_topics:
+            raise IllegalStateError(f"cannot add topic id {topic_id} of unknown topic {topic}")
+        existing_id = self._topic_ids.get(topic)
+        if existing_id is not None and existing_id != topic_id:
+            raise IllegalStateError(f"topic {topic} already has id {existing_id}, not {topic_id}")
+        existing_name = self._topic_names.get(topic_id)
+        if existing_name is not None and existing_name != topic:
+            raise IllegalStateError(f"topic id {topic_id} already belongs to {existing_name}, not {topic}")
+        self._topic_ids[topic] = topic_id
+        self._topic_names[topic_id] = topic
+
+    def topic_id(self, topic: str) -> str | None:
+        return self._topic_ids.get(topic)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        return self._topic_names.get(topic_id)
+
+    @property
+    def topic_ids(self) -> Mapping[str, str]:
+        return self._topic_ids
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget a topic entirely, except its partition states (they stay NonExistent, §15.15)."""
+        if topic not in self._topics_to_be_deleted:
+            # Queued topics were already subtracted when they were queued.
+            self._subtract_topic_imbalance(topic)
+        self._topics_to_be_deleted.discard(topic)
+        self._topics_with_deletion_started.discard(topic)
+        self._topics_ineligible_for_deletion.discard(topic)
+        self._all_topics.discard(topic)
+        topic_id = self._topic_ids.pop(topic, None)
+        if topic_id is not None:
+            self._topic_names.pop(topic_id, None)
+        assignments = self._assignments.pop(topic, None)
+        if not assignments:
+            return
+        for tp, assignment in assignments.items():
+            self._unindex_brokers(tp, assignment.replicas)
+            info = self._leadership.pop(tp, None)
+            if info is not None:
+                self._unindex_leader(tp, info.leader_and_isr.leader)
+            self.partitions_being_reassigned.discard(tp)
+
+    # -- assignments -------------------------------------------------------------------------
+
+    def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        topic_map = self._assignments.get(tp.topic)
+        if topic_map is None:
+            topic_map = self._assignments[tp.topic] = {}
+        previous = topic_map.get(tp)
+        topic_map[tp] = assignment
+        if previous is None:
+            self._index_brokers(tp, assignment.replicas)
+        elif previous.replicas != assignment.replicas:
+            old, new = set(previous.replicas), set(assignment.replicas)
+            self._unindex_brokers(tp, old - new)
+            self._index_brokers(tp, new - old)
+        if tp.topic not in self._topics_to_be_deleted:
+            info = self._leadership.get(tp)
+            if info is not None:
+                self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(previous, info)
+
+    def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """The partition's assignment, or the empty assignment if it is unknown."""
+        topic_map = self._assignments.get(tp.topic)
+        if topic_map is None:
+            return EMPTY_ASSIGNMENT
+        return topic_map.get(tp, EMPTY_ASSIGNMENT)
+
+    def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.partition_full_replica_assignment(tp).replicas
+
+    def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[TopicPartition, ReplicaAssignment]:
+        return dict(self._assignments.get(topic, {}))
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return list(self._assignments.get(topic, ()))
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [tp for topic_map in self._assignments.values() for tp in topic_map]
+
+    def iter_assignments(self) -> Iterator[tuple[TopicPartition, ReplicaAssignment]]:
+        """Every (partition, assignment); do not change assignments while iterating."""
+        for topic_map in self._assignments.values():
+            yield from topic_map.items()
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(topic_map) for topic_map in self._assignments.values())
+
+    def _index_brokers(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
+        by_broker = self._by_broker
+        for broker_id in brokers:
+            partitions = by_broker.get(broker_id)
+            if partitions is None:
+                by_broker[broker_id] = {tp}
+            else:
+                partitions.add(tp)
+
+    def _unindex_brokers(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
+        by_broker = self._by_broker
+        for broker_id in brokers:
+            partitions = by_broker.get(broker_id)
+            if partitions is not None:
+                partitions.discard(tp)
+                if not partitions:
+                    del by_broker[broker_id]
+
+    def partitions_on_broker(self, broker_id: int) -> set[TopicPartition]:
+        """Partitions with a replica assigned to ``broker_id`` (a copy; cost is per replica on it)."""
+        return set(self._by_broker.get(broker_id, ()))
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> set[PartitionAndReplica]:
+        return {
+            PartitionAndReplica(tp, broker_id)
+            for broker_id in set(broker_ids)
+            for tp in self._by_broker.get(broker_id, ())
+        }
+
+    def replicas_for_topic(self, topic: str) -> set[PartitionAndReplica]:
+        return {
+            PartitionAndReplica(tp, replica)
+            for tp, assignment in self._assignments.get(topic, {}).items()
+            for replica in assignment.replicas
+        }
+
+    def replicas_for_partition(self, partitions: Iterable[TopicPartition]) -> set[PartitionAndReplica]:
+        return {
+            PartitionAndReplica(tp, replica)
+            for tp in partitions
+            for replica in self.partition_full_replica_assignment(tp).replicas
+        }
+
+    def all_live_replicas(self) -> set[PartitionAndReplica]:
+        return {
+            PartitionAndReplica(tp, broker_id)
+            for broker_id in self._live_ids
+            for tp in self._by_broker.get(broker_id, ())
+            if self.is_replica_online(broker_id, tp)
+        }
+
+    def online_and_offline_replicas(self) -> tuple[set[PartitionAndReplica], set[PartitionAndReplica]]:
+        """Split every assigned replica by ``is_replica_online`` (controller failover)."""
+        online: set[PartitionAndReplica] = set()
+        offline: set[PartitionAndReplica] = set()
+        for topic_map in self._assignments.values():
+            for tp, assignment in topic_map.items():
+                online_set = self.online_replica_set(tp)
+                for replica in assignment.replicas:
+                    (online if replica in online_set else offline).add(PartitionAndReplica(tp, replica))
+        return online, offline
+
+    # -- leadership cache --------------------------------------------------------------------
+
+    def put_partition_leadership_info(self, tp: TopicPartition, info: LeaderIsrAndControllerEpoch) -> None:
+        previous = self._leadership.get(tp)
+        self._leadership[tp] = info
+        new_leader = info.leader_and_isr.leader
+        if previous is None:
+            self._index_leader(tp, new_leader)
+        elif previous.leader_and_isr.leader != new_leader:
+            self._unindex_leader(tp, previous.leader_and_isr.leader)
+            self._index_leader(tp, new_leader)
+        if tp.topic not in self._topics_to_be_deleted:
+            assignment = self.partition_full_replica_assignment(tp)
+            self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(assignment, previous)
+
+    def partition_leadership_info(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        return self._leadership.get(tp)
+
+    @property
+    def partitions_leadership_info(self) -> Mapping[TopicPartition, LeaderIsrAndControllerEpoch]:
+        return self._leadership
+
+    @property
+    def partition_with_leaders_count(self) -> int:
+        """Kafka's GlobalPartitionCount: partitions with leadership info."""
+        return len(self._leadership)
+
+    def clear_partition_leadership_info(self) -> None:
+        """Drop the whole cache (failover re-reads it). The imbalance gauge restarts from zero."""
+        self._leadership.clear()
+        self._by_leader.clear()
+        self._preferred_replica_imbalance_count = 0
+
+    def _index_leader(self, tp: TopicPartition, leader: int) -> None:
+        partitions = self._by_leader.get(leader)
+        if partitions is None:
+            self._by_leader[leader] = {tp}
+        else:
+            partitions.add(tp)
+
+    def _unindex_leader(self, tp: TopicPartition, leader: int) -> None:
+        partitions = self._by_leader.get(leader)
+        if partitions is not None:
+            partitions.discard(tp)
+            if not partitions:
+                del self._by_leader[leader]
+
+    def partitions_with_leaders(self) -> set[TopicPartition]:
+        """Partitions with leadership info, excluding topics queued for deletion."""
+        queued = self._topics_to_be_deleted
+        if not queued:
+            return set(self._leadership)
+        return {tp for tp in self._leadership if tp.topic not in queued}
+
+    def partitions_with_offline_leader(self) -> set[TopicPartition]:
+        """Cached partitions whose leader is not online (-1 included), except topics being deleted.
+
+        Answered from the leader index: all partitions led by non-live ids, plus those led by live
+        brokers from a failed log directory.
+        """
+        result: set[TopicPartition] = set()
+        for leader, partitions in self._by_leader.items():
+            if leader not in self._live_ids:
+                result.update(partitions)
+            else:
+                offline = self._offline_dirs.get(leader)
+                if offline:
+                    result.update(partitions & offline)
+        queued = self._topics_to_be_deleted
+        if queued and result:
+            result = {tp for tp in result if tp.topic not in queued}
+        return result
+
+    def partition_leaders_on_broker(self, broker_id: int) -> set[TopicPartition]:
+        """Partitions led by ``broker_id`` with replication factor > 1, topic not queued for deletion."""
+        queued = self._topics_to_be_deleted
+        return {
+            tp
+            for tp in self._by_leader.get(broker_id, ())
+            if tp.topic not in queued and len(self.partition_full_replica_assignment(tp).replicas) > 1
+        }
+
+    # -- partition states --------------------------------------------------------------------
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState | None:
+        return self._partition_states.get(tp)
+
+    @property
+    def partition_states(self) -> Mapping[TopicPartition, PartitionState]:
+        return self._partition_states
+
+    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
+        """Set a partition's state and keep the offline gauge and the state index right."""
+        current = self._partition_states.get(tp)
+        self._partition_states[tp] = state
+        if current is not state:
+            if current is not None and current is not PartitionState.ONLINE:
+                self._partitions_by_state[current].discard(tp)
+            if state is not PartitionState.ONLINE:
+                self._partitions_by_state[state].add(tp)
+        if tp.topic not in self._topics_with_deletion_started:
+            # A missing state counts as NonExistent, so entering Offline from nothing is +1.
+            if state is PartitionState.OFFLINE and current is not PartitionState.OFFLINE:
+                self._offline_partition_count += 1
+            elif current is PartitionState.OFFLINE and state is not PartitionState.OFFLINE:
+                self._offline_partition_count -= 1
+
+    def put_partition_state_if_not_exists(self, tp: TopicPartition, state: PartitionState) -> None:
+        if tp not in self._partition_states:
+            self.put_partition_state(tp, state)
+
+    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> set[TopicPartition]:
+        """Partitions in any of ``states`` (optionally of one topic)."""
+        if topic is not None:
+            return {tp for tp in self._assignments.get(topic, ()) if self._partition_states.get(tp) in states}
+        result: set[TopicPartition] = set()
+        for state in states:
+            if state is PartitionState.ONLINE:
+                result.update(tp for tp, s in self._partition_states.items() if s is PartitionState.ONLINE)
+            else:
+                result.update(self._partitions_by_state[state])
+        return result
+
+    def partitions_in_state(self, state: PartitionState, topic: str | None = None) -> set[TopicPartition]:
+        return self.partitions_in_states((state,), topic)
+
+    def check_valid_partition_state_change(
+        self, partitions: Iterable[TopicPartition], target: PartitionState
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Split ``partitions`` into (valid, invalid) for moving to ``target``; unknown ones are invalid."""
+        allowed = PARTITION_VALID_PREVIOUS[target]
+        states = self._partition_states
+        valid: list[TopicPartition] = []
+        invalid: list[TopicPartition] = []
+        for tp in partitions:
+            (valid if states.get(tp) in allowed else invalid).append(tp)
+        return valid, invalid
+
+    # -- replica states ----------------------------------------------------------------------
+
+    def replica_state(self, replica: PartitionAndReplica) -> ReplicaState | None:
+        states = self._replica_states.get(replica.topic_partition)
+        return None if states is None else states.get(replica.replica)
+
+    def put_replica_state(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
+        tp = replica.topic_partition
+        states = self._replica_states.get(tp)
+        if states is None:
+            self._replica_states[tp] = {replica.replica: state}
+        else:
+            states[replica.replica] = state
+
+    def put_replica_state_if_not_exists(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
+        if self.replica_state(replica) is None:
+            self.put_replica_state(replica, state)
+
+    def remove_replica_state(self, replica: PartitionAndReplica) -> None:
+        tp = replica.topic_partition
+        states = self._replica_states.get(tp)
+        if states is not None:
+            states.pop(replica.replica, None)
+            if not states:
+                del self._replica_states[tp]
+
+    def replica_states_of(self, tp: TopicPartition) -> Mapping[int, ReplicaState]:
+        """The recorded replica states of one partition (broker id -> state)."""
+        return self._replica_states.get(tp, {})
+
+    def iter_replica_states(self) -> Iterator[tuple[PartitionAndReplica, ReplicaState]]:
+        for tp, states in self._replica_states.items():
+            for replica, state in states.items():
+                yield PartitionAndReplica(tp, replica), state
+
+    def check_valid_replica_state_change(
+        self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
+    ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
+        allowed = REPLICA_VALID_PREVIOUS[target]
+        valid: list[PartitionAndReplica] = []
+        invalid: list[PartitionAndReplica] = []
+        for replica in replicas:
+            (valid if self.replica_state(replica) in allowed else invalid).append(replica)
+        return valid, invalid
+
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> set[PartitionAndReplica]:
+        """Assigned replicas of ``topic`` currently in ``state``."""
+        return {replica for replica in self.replicas_for_topic(topic) if self.replica_state(replica) is state}
+
+    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
+        """True when every assigned replica of ``topic`` is in ``state`` (vacuously true)."""
+        return all(self.replica_state(replica) is state for replica in self.replicas_for_topic(topic))
+
+    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return any(self.replica_state(replica) is state for replica in self.replicas_for_topic(topic))
+
+    # -- topic deletion bookkeeping ------------------------------------------------------------
+
+    @property
+    def topics_to_be_deleted(self) -> AbstractSet[str]:
+        return self._topics_to_be_deleted
+
+    @property
+    def topics_with_deletion_started(self) -> AbstractSet[str]:
+        return self._topics_with_deletion_started
+
+    @property
+    def topics_ineligible_for_deletion(self) -> AbstractSet[str]:
+        return self._topics_ineligible_for_deletion
+
+    def queue_topic_deletion(self, topics: Iterable[str]) -> None:
+        """Queue topics for deletion and take them out of the imbalance gauge.
+
+        Only newly queued topics are subtracted (the 3.3.2 fix, KAFKA-13572): 2.8 subtracted
+        again for a topic queued twice and drove the gauge negative.
+        """
+        for topic in topics:
+            if topic not in self._topics_to_be_deleted:
+                self._subtract_topic_imbalance(topic)
+                self._topics_to_be_deleted.add(topic)
+
+    def begin_topic_deletion(self, topics: Iterable[str]) -> None:
+        """Mark deletion as started: from now on these topics no longer move the offline gauge."""
+        self._topics_with_deletion_started.update(topics)
+
+    def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
+        return topic in self._topics_to_be_deleted
+
+    def is_topic_deletion_in_progress(self, topic: str) -> bool:
+        return topic in self._topics_with_deletion_started
+
+    def mark_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None:
+        self._topics_ineligible_for_deletion.update(topics)
+
+    def mark_topics_eligible_for_deletion(self, topics: Iterable[str]) -> None:
+        self._topics_ineligible_for_deletion.difference_update(topics)
+
+    def _subtract_topic_imbalance(self, topic: str) -> None:
+        leadership = self._leadership
+        for tp, assignment in self._assignments.get(topic, {}).items():
+            self._preferred_replica_imbalance_count -= _imbalance(assignment, leadership.get(tp))
+
+    # -- gauges --------------------------------------------------------------------------------
+
+    @property
+    def offline_partition_count(self) -> int:
+        return self._offline_partition_count
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        return self._preferred_replica_imbalance_count
+
+    @property
+    def global_topic_count(self) -> int:
+        return len(self._all_topics)

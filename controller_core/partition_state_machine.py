@@ -1,0 +1,452 @@
+"""The partition state machine (Kafka's ``ZkPartitionStateMachine``, reference §4).
+
+Tracks one state per partition and performs the side effects of reaching OnlinePartition: creating
+the first leader/ISR of a new partition, or electing a leader with one of the four strategies of
+``controller_core.election``, writing the result to ZooKeeper (fenced by the controller epoch and
+conditional on the state znode's version) and telling the brokers.
+
+Failure behaviour (§4.2, §15.7):
+
+* Invalid transitions are recorded as failed changes and left unchanged (never raised, never in
+  the result).
+* Elections re-read the state znodes from ZooKeeper, never trusting the cache; a znode written by
+  a newer controller aborts that partition with ``StateChangeFailedError``; a version conflict
+  re-runs the election for that partition.
+* ``ControllerMovedError`` propagates. Any other error maps every requested partition to it; the
+  batch is then neither sent nor cleared, so the next ``new_batch`` fails until the controller's
+  illegal-state handling clears it and resigns (§7.4), as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from controller_core.context import ControllerContext
+from controller_core.election import (
+    ControlledShutdownStrategy,
+    ElectionOutcome,
+    ElectionStrategy,
+    OfflineStrategy,
+    PreferredStrategy,
+    ReassignStrategy,
+    elect_controlled_shutdown,
+    elect_offline,
+    elect_preferred,
+    elect_reassign,
+)
+from controller_core.errors import ControllerMovedError, StateChangeFailedError, ZkOperationError
+from controller_core.model import (
+    INITIAL_LEADER_EPOCH,
+    INITIAL_PARTITION_ZK_VERSION,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    TopicPartition,
+)
+from controller_core.ports import PartitionStateStore, ZkCode
+from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.state_change_log import StateChangeLogger
+from controller_core.states import PartitionState
+
+logger = logging.getLogger(__name__)
+
+_P = PartitionState
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+
+ElectionResults = dict[TopicPartition, LeaderAndIsr | Exception]
+"""Per partition: the new LeaderAndIsr (carrying its new zk version) or why it failed."""
+
+
+def state_znode_path(tp: TopicPartition) -> str:
+    return f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
+
+
+def parse_config_bool(value: str) -> bool:
+    """Parse a Kafka boolean config value ("true"/"false", any case, surrounding blanks ignored)."""
+    text = value.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"invalid boolean config value {value!r}")
+
+
+class PartitionStateMachine:
+    """Move partitions between New, Online, Offline and NonExistent, electing leaders on the way.
+
+    ``unclean_leader_election_enable`` is the broker default of the same config; the controller
+    updates it when the dynamic broker config changes. Topic overrides are read from ZooKeeper at
+    election time, only for partitions that have no live in-sync replica.
+
+    Example::
+
+        psm = PartitionStateMachine(ctx, store, ControllerBrokerRequestBatch(ctx, transport, log), log)
+        psm.startup()
+        results = psm.handle_state_changes([tp], PartitionState.ONLINE, PreferredStrategy())
+    """
+
+    def __init__(
+        self,
+        context: ControllerContext,
+        store: PartitionStateStore,
+        batch: ControllerBrokerRequestBatch,
+        state_change_logger: StateChangeLogger,
+        *,
+        unclean_leader_election_enable: bool = False,
+    ) -> None:
+        self._ctx = context
+        self._store = store
+        self._batch = batch
+        self._log = state_change_logger
+        self.unclean_leader_election_enable = unclean_leader_election_enable
+        self.unclean_leader_elections = 0
+        """How many unclean leaders were chosen (Kafka's UncleanLeaderElectionsPerSec meter)."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def startup(self) -> ElectionResults:
+        """Derive every partition's state from the leadership cache, then elect where needed.
+
+        A partition with a cached leader that is online is Online, with any other cached state
+        Offline, and without cached state New. These are initializations, not transitions, so
+        they are summarized in one record instead of one per partition.
+        """
+        ctx = self._ctx
+        counts = dict.fromkeys((_P.NEW, _P.ONLINE, _P.OFFLINE), 0)
+        for tp in ctx.all_partitions():
+            info = ctx.partition_leadership_info(tp)
+            if info is None:
+                state = _P.NEW
+            elif ctx.is_replica_online(info.leader_and_isr.leader, tp):
+                state = _P.ONLINE
+            else:
+                state = _P.OFFLINE
+            ctx.put_partition_state(tp, state)
+            counts[state] += 1
+        self._log.record("states_initialized", machine="partition", counts={str(s): n for s, n in counts.items()})
+        return self.trigger_online_partition_state_change()
+
+    def shutdown(self) -> None:
+        """Nothing to release: states die with the context."""
+        logger.info("partition state machine stopped")
+
+    def trigger_online_partition_state_change(self, topic: str | None = None) -> ElectionResults:
+        """Try to bring every New or Offline partition (of ``topic``, or all) online.
+
+        Topics queued for deletion are left alone. The offline strategy does not force unclean
+        elections; a topic's own ``unclean.leader.election.enable`` still applies.
+        """
+        ctx = self._ctx
+        partitions = [
+            tp
+            for tp in ctx.partitions_in_states((_P.OFFLINE, _P.NEW), topic)
+            if not ctx.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        return self.handle_state_changes(partitions, _P.ONLINE, OfflineStrategy(allow_unclean=False))
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    def handle_state_changes(
+        self,
+        partitions: Iterable[TopicPartition],
+        target: PartitionState,
+        strategy: ElectionStrategy | None = None,
+    ) -> ElectionResults:
+        """Move ``partitions`` to ``target``; return the outcome of each *election* (§4.2).
+
+        Partitions initialized from New, and transitions to New/Offline/NonExistent, are not in
+        the result. The requests are sent as one batch at the end.
+        """
+        requested = list(dict.fromkeys(partitions))
+        if not requested:
+            return {}
+        try:
+            self._batch.new_batch()
+            results = self._do_handle_state_changes(requested, target, strategy)
+            self._batch.send_requests_to_brokers(self._ctx.epoch)
+            return results
+        except ControllerMovedError:
+            logger.error("controller moved while moving %d partitions to %s", len(requested), target)
+            raise
+        except Exception as e:
+            logger.exception("error while moving %d partitions to %s", len(requested), target)
+            return dict.fromkeys(requested, e)
+
+    def _do_handle_state_changes(
+        self,
+        partitions: Sequence[TopicPartition],
+        target: PartitionState,
+        strategy: ElectionStrategy | None,
+    ) -> ElectionResults:
+        ctx = self._ctx
+        for tp in partitions:
+            ctx.put_partition_state_if_not_exists(tp, _P.NON_EXISTENT)
+        valid, invalid = ctx.check_valid_partition_state_change(partitions, target)
+        if invalid:
+            self._log_invalid(invalid, target)
+        if target is not _P.ONLINE:
+            for tp in valid:
+                self._put(tp, target)
+            return {}
+
+        states = ctx.partition_states
+        uninitialized = [tp for tp in valid if states[tp] is _P.NEW]
+        to_elect = [tp for tp in valid if states[tp] is not _P.NEW]
+        if uninitialized:
+            for tp, leader_and_isr in self._initialize_leader_and_isr(uninitialized):
+                self._put(tp, _P.ONLINE, leader_and_isr)
+        if not to_elect:
+            return {}
+        if strategy is None:
+            raise ValueError("Election strategy is a required field when the target state is OnlinePartition")
+        results = self._elect_leader_for_partitions(to_elect, strategy)
+        for tp, outcome in results.items():
+            if not isinstance(outcome, Exception):
+                # The election record already carries this transition.
+                ctx.put_partition_state(tp, _P.ONLINE)
+        return results
+
+    def _put(self, tp: TopicPartition, state: PartitionState, leader_and_isr: LeaderAndIsr | None = None) -> None:
+        current = self._ctx.partition_state(tp)
+        self._ctx.put_partition_state(tp, state)
+        if current is not state:  # Offline -> Offline changes nothing worth a record
+            self._log.partition_transition(tp, current, state, leader_and_isr)
+
+    # -- New -> Online (§4.3) ----------------------------------------------------------------------
+
+    def _initialize_leader_and_isr(
+        self, partitions: Sequence[TopicPartition]
+    ) -> list[tuple[TopicPartition, LeaderAndIsr]]:
+        """Create the first state znode of each partition: first live replica leads, all live are in sync."""
+        ctx = self._ctx
+        to_create: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for tp in partitions:
+            replicas = ctx.partition_replica_assignment(tp)
+            online = ctx.online_replica_set(tp)
+            live = tuple(r for r in replicas if r in online)
+            if not live:
+                self._log.failed_partition_change(
+                    tp,
+                    _P.NEW,
+                    _P.ONLINE,
+                    StateChangeFailedError(
+                        f"No assigned replica of partition {tp} is alive (assigned replicas {list(replicas)})"
+                    ),
+                )
+                continue
+            leader_and_isr = LeaderAndIsr(live[0], INITIAL_LEADER_EPOCH, live, INITIAL_PARTITION_ZK_VERSION)
+            to_create[tp] = LeaderIsrAndControllerEpoch(leader_and_isr, ctx.epoch)
+        if not to_create:
+            return []
+
+        try:
+            codes = self._store.create_partition_states(to_create, ctx.epoch_zk_version)
+        except ControllerMovedError:
+            raise
+        except Exception as e:
+            for tp in to_create:
+                self._log.failed_partition_change(tp, _P.NEW, _P.ONLINE, e)
+            return []
+
+        initialized: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        for tp, info in to_create.items():
+            code = codes.get(tp, ZkCode.OTHER)
+            if code != ZkCode.OK:
+                self._log.failed_partition_change(tp, _P.NEW, _P.ONLINE, ZkOperationError(code, state_znode_path(tp)))
+                continue
+            ctx.put_partition_leadership_info(tp, info)
+            self._batch.add_leader_and_isr_request_for_brokers(
+                info.leader_and_isr.isr, tp, info, ctx.partition_full_replica_assignment(tp), is_new=True
+            )
+            initialized.append((tp, info.leader_and_isr))
+        return initialized
+
+    # -- Offline/Online -> Online: elections (§4.4) --------------------------------------------------
+
+    def _elect_leader_for_partitions(
+        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy
+    ) -> ElectionResults:
+        """Elect until every partition has finished; version conflicts are retried without limit."""
+        results: ElectionResults = {}
+        remaining: Sequence[TopicPartition] = partitions
+        while remaining:
+            finished, remaining = self._do_elect_leader_for_partitions(remaining, strategy)
+            for tp, outcome in finished.items():
+                if isinstance(outcome, Exception):
+                    self._log.failed_partition_change(
+                        tp, self._ctx.partition_state(tp), _P.ONLINE, outcome, strategy.name
+                    )
+            results.update(finished)
+            if remaining:
+                logger.info(
+                    "retrying %s leader election for %d partitions after version conflicts",
+                    strategy.name,
+                    len(remaining),
+                )
+        return results
+
+    def _do_elect_leader_for_partitions(
+        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy
+    ) -> tuple[ElectionResults, list[TopicPartition]]:
+        ctx = self._ctx
+        failed: ElectionResults = {}
+        try:
+            reads = self._store.get_partition_states(partitions)
+        except ControllerMovedError:
+            raise
+        except Exception as e:
+            return dict.fromkeys(partitions, e), []
+
+        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        for tp in partitions:
+            read = reads.get(tp)
+            if read is None or read.code == ZkCode.NO_NODE or (read.code == ZkCode.OK and read.state is None):
+                failed[tp] = StateChangeFailedError(
+                    f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
+                )
+            elif read.code != ZkCode.OK or read.state is None:
+                failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
+            elif read.state.controller_epoch > ctx.epoch:
+                failed[tp] = StateChangeFailedError(
+                    f"Aborted leader election for partition {tp} since the LeaderAndIsr path was already "
+                    f"written by another controller (epoch {read.state.controller_epoch} > {ctx.epoch}). "
+                    "This controller probably went through a soft failure."
+                )
+            else:
+                candidates.append((tp, read.state.leader_and_isr))
+        if not candidates:
+            return failed, []
+
+        outcomes = self._run_strategy(candidates, strategy)
+        to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, outcome in outcomes.items():
+            if outcome.leader_and_isr is None:
+                failed[tp] = StateChangeFailedError(
+                    f"Failed to elect leader for partition {tp} under strategy {strategy}"
+                )
+            else:
+                to_write[tp] = outcome.leader_and_isr
+                if outcome.unclean:
+                    self.unclean_leader_elections += 1
+        if not to_write:
+            return failed, []
+
+        written = self._store.update_leader_and_isr(to_write, ctx.epoch, ctx.epoch_zk_version)
+        results: ElectionResults = {}
+        before = dict(candidates)
+        for tp, result in written.finished.items():
+            if isinstance(result, Exception):
+                results[tp] = result
+                continue
+            info = LeaderIsrAndControllerEpoch(result, ctx.epoch)
+            ctx.put_partition_leadership_info(tp, info)
+            outcome = outcomes[tp]
+            self._batch.add_leader_and_isr_request_for_brokers(
+                outcome.recipients, tp, info, ctx.partition_full_replica_assignment(tp), is_new=False
+            )
+            self._log.election(
+                tp,
+                strategy.name,
+                ctx.partition_state(tp),
+                _P.ONLINE,
+                before=before[tp],
+                after=result,
+                unclean=outcome.unclean,
+            )
+            results[tp] = result
+        results.update(failed)
+        return results, list(written.needs_retry)
+
+    def _run_strategy(
+        self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        """Apply ``strategy`` to every candidate (the strategy is dispatched once, not per partition)."""
+        ctx = self._ctx
+        online = ctx.online_replica_set
+        assignment = ctx.partition_full_replica_assignment
+        match strategy:
+            case OfflineStrategy(allow_unclean=allow_unclean):
+                return {
+                    tp: (
+                        elect_offline(current, assignment(tp).replicas, online(tp), unclean)
+                        if current is not None
+                        else ElectionOutcome(None, ())
+                    )
+                    for tp, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean)
+                }
+            case ReassignStrategy():
+                return {tp: elect_reassign(current, assignment(tp), online(tp)) for tp, current in candidates}
+            case PreferredStrategy():
+                return {tp: elect_preferred(current, assignment(tp).replicas, online(tp)) for tp, current in candidates}
+            case ControlledShutdownStrategy():
+                shutting_down = ctx.shutting_down_broker_ids
+                return {
+                    tp: elect_controlled_shutdown(current, assignment(tp).replicas, online(tp, True), shutting_down)
+                    for tp, current in candidates
+                }
+
+    def _collect_unclean_leader_election_state(
+        self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], allow_unclean: bool
+    ) -> list[tuple[TopicPartition, LeaderAndIsr | None, bool]]:
+        """Decide per partition whether an unclean election is allowed (§4.4 step 3).
+
+        Only partitions without any online in-sync replica need the answer; for them the topic
+        config is read from ZooKeeper (one batch) unless the strategy already allows unclean
+        elections. A partition whose topic config cannot be read is logged as failed and gets no
+        state, so no leader is elected for it.
+        """
+        ctx = self._ctx
+        decided: list[tuple[TopicPartition, LeaderAndIsr | None, bool]] = []
+        without_live_isr: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        for tp, current in candidates:
+            online = ctx.online_replica_set(tp)
+            if any(r in online for r in current.isr):
+                decided.append((tp, current, False))
+            else:
+                without_live_isr.append((tp, current))
+        if not without_live_isr:
+            return decided
+        if allow_unclean:
+            decided.extend((tp, current, True) for tp, current in without_live_isr)
+            return decided
+
+        topics = {tp.topic for tp, _ in without_live_isr}
+        read_error: Exception | None = None
+        try:
+            configs: Mapping[str, Mapping[str, str]] = self._store.get_topic_configs(topics)
+        except ControllerMovedError:
+            raise
+        except Exception as e:
+            configs, read_error = {}, e
+        enabled: dict[str, bool | Exception] = {}
+        for topic in topics:
+            config = configs.get(topic)
+            if config is None:
+                enabled[topic] = read_error or StateChangeFailedError(f"could not read the config of topic {topic}")
+                continue
+            value = config.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            try:
+                enabled[topic] = self.unclean_leader_election_enable if value is None else parse_config_bool(value)
+            except ValueError as e:
+                enabled[topic] = e
+        for tp, current in without_live_isr:
+            flag = enabled[tp.topic]
+            if isinstance(flag, Exception):
+                self._log.failed_partition_change(tp, ctx.partition_state(tp), _P.ONLINE, flag, OfflineStrategy.name)
+                decided.append((tp, None, False))
+            else:
+                decided.append((tp, current, flag))
+        return decided
+
+    # -- logging -------------------------------------------------------------------------------------
+
+    def _log_invalid(self, partitions: Sequence[TopicPartition], target: PartitionState) -> None:
+        ctx = self._ctx
+        allowed = ", ".join(sorted(target.valid_previous_states))
+        error = f"IllegalStateError: partition must be in one of [{allowed}] before moving to {target}"
+        for tp in partitions:
+            self._log.failed_partition_change(tp, ctx.partition_state(tp), target, error)
+        logger.warning(
+            "%d partitions cannot move to %s: they must be in one of [%s] first", len(partitions), target, allowed
+        )

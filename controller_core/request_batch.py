@@ -1,0 +1,473 @@
+"""Accumulate control requests per broker during one state change, then send them in one go.
+
+Kafka's ``ControllerBrokerRequestBatch`` (reference §6.1 to §6.3): a state-machine call opens a
+batch (``new_batch``), adds LeaderAndIsr / StopReplica / UpdateMetadata entries while it decides,
+and sends everything at the end (``send_requests_to_brokers``), so each broker gets at most one
+request of each kind per state change, in the order LeaderAndIsr -> UpdateMetadata -> StopReplica.
+
+Rules that matter (checklist §15 items 4 to 6):
+
+* Broker ids below 0 are ignored when adding; requests for brokers that are not registered when
+  the batch is sent are dropped (the broker is gone; it gets full metadata when it comes back).
+* Within one batch ``is_new`` and ``delete_partition`` are sticky: once true for a (broker,
+  partition) they stay true even if a later add says false.
+* Every LeaderAndIsr add also schedules an UpdateMetadata for that partition to every registered
+  broker, so the whole cluster learns each leadership decision.
+
+UpdateMetadata partition states are built once at send time from the context (the newest cached
+leadership) and the same list is shared by every target broker's request, which keeps a 100k
+partition batch to one pass instead of one per add and per broker.
+
+Responses come back on the transport's thread. The callbacks given here must only enqueue
+controller events; so that they never read the context, everything they need (which partitions
+belong to topics whose deletion has started) is captured when the batch is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+from controller_core.context import ControllerContext
+from controller_core.errors import IllegalStateError
+from controller_core.model import (
+    EPOCH_DURING_DELETE,
+    INITIAL_LEADER_EPOCH,
+    INITIAL_PARTITION_ZK_VERSION,
+    LEADER_DURING_DELETE,
+    NO_BROKER_EPOCH,
+    NO_EPOCH,
+    BrokerRegistration,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from controller_core.ports import RequestTransport
+from controller_core.requests import (
+    ErrorCode,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    LiveLeader,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from controller_core.state_change_log import StateChangeLogger
+
+logger = logging.getLogger(__name__)
+
+LeaderAndIsrResponseCallback = Callable[[int, LeaderAndIsrResponse], None]
+"""``(broker_id, response)``: must only enqueue a LeaderAndIsrResponseReceived event."""
+
+UpdateMetadataResponseCallback = Callable[[int, UpdateMetadataResponse], None]
+"""``(broker_id, response)``: must only enqueue (or log)."""
+
+StopReplicaResponseCallback = Callable[[int, ErrorCode, Mapping[TopicPartition, ErrorCode]], None]
+"""``(broker_id, top_level_error, errors of partitions being deleted)``: enqueue a
+TopicDeletionStopReplicaResponseReceived event. Called only when the request carried
+delete=true partitions of topics whose deletion had started; with a top-level error and no
+per-partition list, every such partition carries the top-level error."""
+
+
+class ControllerBrokerRequestBatch:
+    """One batch of pending control requests, owned by one state machine or helper.
+
+    Example::
+
+        batch = ControllerBrokerRequestBatch(ctx, transport, log)
+        batch.new_batch()
+        batch.add_leader_and_isr_request_for_brokers([1, 2], tp, info, assignment, is_new=False)
+        batch.send_requests_to_brokers(ctx.epoch)
+    """
+
+    def __init__(
+        self,
+        context: ControllerContext,
+        transport: RequestTransport,
+        state_change_logger: StateChangeLogger | None = None,
+        *,
+        inter_broker_listener: str = "PLAINTEXT",
+        on_leader_and_isr_response: LeaderAndIsrResponseCallback | None = None,
+        on_update_metadata_response: UpdateMetadataResponseCallback | None = None,
+        on_stop_replica_response: StopReplicaResponseCallback | None = None,
+    ) -> None:
+        self._ctx = context
+        self._transport = transport
+        self._log = state_change_logger
+        self.inter_broker_listener = inter_broker_listener.upper()
+        self.on_leader_and_isr_response = on_leader_and_isr_response
+        self.on_update_metadata_response = on_update_metadata_response
+        self.on_stop_replica_response = on_stop_replica_response
+        self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
+        self._update_metadata_brokers: set[int] = set()
+        self._update_metadata_partitions: dict[TopicPartition, None] = {}  # insertion-ordered set
+        # The registered-id set last merged into the UpdateMetadata targets. The context replaces
+        # that frozenset on every membership change, so identity tells us whether to merge again.
+        self._merged_registered: frozenset[int] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return not (
+            self._leader_and_isr
+            or self._stop_replica
+            or self._update_metadata_brokers
+            or self._update_metadata_partitions
+        )
+
+    def new_batch(self) -> None:
+        """Start a batch; a non-empty batch means an earlier one was never sent (invariant breach)."""
+        if not self.is_empty():
+            raise IllegalStateError(
+                "Controller to broker state change requests batch is not empty while creating a new one. "
+                f"Some state changes were not sent: leader_and_isr={sorted(self._leader_and_isr)} "
+                f"update_metadata={sorted(self._update_metadata_brokers)} "
+                f"stop_replica={sorted(self._stop_replica)}"
+            )
+
+    def clear(self) -> None:
+        self._leader_and_isr = {}
+        self._stop_replica = {}
+        self._update_metadata_brokers = set()
+        self._update_metadata_partitions = {}
+        self._merged_registered = None
+
+    # -- pending contents (read-only views) ------------------------------------------------------
+
+    @property
+    def leader_and_isr_requests(self) -> Mapping[int, Mapping[TopicPartition, LeaderAndIsrPartitionState]]:
+        return MappingProxyType(self._leader_and_isr)
+
+    @property
+    def stop_replica_requests(self) -> Mapping[int, Mapping[TopicPartition, StopReplicaPartitionState]]:
+        return MappingProxyType(self._stop_replica)
+
+    @property
+    def update_metadata_brokers(self) -> AbstractSet[int]:
+        return frozenset(self._update_metadata_brokers)
+
+    @property
+    def update_metadata_partitions(self) -> list[TopicPartition]:
+        return list(self._update_metadata_partitions)
+
+    # -- adding ------------------------------------------------------------------------------------
+
+    def add_leader_and_isr_request_for_brokers(
+        self,
+        broker_ids: Iterable[int],
+        tp: TopicPartition,
+        leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
+        replica_assignment: ReplicaAssignment,
+        is_new: bool,
+    ) -> None:
+        """Tell ``broker_ids`` the partition's leader and ISR (and everyone, via UpdateMetadata)."""
+        plain: LeaderAndIsrPartitionState | None = None
+        fresh: LeaderAndIsrPartitionState | None = None
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            per_broker = self._leader_and_isr.get(broker_id)
+            if per_broker is None:
+                per_broker = self._leader_and_isr[broker_id] = {}
+            previous = per_broker.get(tp)
+            if is_new or (previous is not None and previous.is_new):
+                if fresh is None:
+                    fresh = _leader_and_isr_state(tp, leader_isr_and_controller_epoch, replica_assignment, True)
+                per_broker[tp] = fresh
+            else:
+                if plain is None:
+                    plain = _leader_and_isr_state(tp, leader_isr_and_controller_epoch, replica_assignment, False)
+                per_broker[tp] = plain
+        registered = self._ctx.live_or_shutting_down_broker_ids
+        if registered is not self._merged_registered:
+            self._update_metadata_brokers.update(b for b in registered if b >= 0)
+            self._merged_registered = registered
+        self._update_metadata_partitions[tp] = None
+
+    def add_stop_replica_request_for_brokers(
+        self, broker_ids: Iterable[int], tp: TopicPartition, delete_partition: bool
+    ) -> None:
+        """Stop the replica of ``tp`` on ``broker_ids``; the leader epoch fences stale requests."""
+        ctx = self._ctx
+        if ctx.is_topic_queued_up_for_deletion(tp.topic):
+            leader_epoch = EPOCH_DURING_DELETE
+        else:
+            info = ctx.partition_leadership_info(tp)
+            leader_epoch = NO_EPOCH if info is None else info.leader_and_isr.leader_epoch
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            per_broker = self._stop_replica.get(broker_id)
+            if per_broker is None:
+                per_broker = self._stop_replica[broker_id] = {}
+            previous = per_broker.get(tp)
+            delete = delete_partition or (previous is not None and previous.delete_partition)
+            per_broker[tp] = StopReplicaPartitionState(tp.topic, tp.partition, leader_epoch, delete)
+
+    def add_update_metadata_request_for_brokers(
+        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
+    ) -> None:
+        """Send ``broker_ids`` the metadata of ``partitions`` (none: just the live-broker list)."""
+        self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)
+        for tp in partitions:
+            self._update_metadata_partitions[tp] = None
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        """Send everything pending, LeaderAndIsr then UpdateMetadata then StopReplica.
+
+        Any failure is an ``IllegalStateError`` (the caller resigns); what was not sent stays in
+        the batch so that the breach is visible to the next ``new_batch``.
+        """
+        try:
+            leader_and_isr = self._send_leader_and_isr(controller_epoch)
+            update_metadata_brokers, update_metadata_partitions = self._send_update_metadata(controller_epoch)
+            stop_replica = self._send_stop_replica(controller_epoch)
+        except Exception as e:
+            raise IllegalStateError(f"failed to send controller requests to brokers: {e!r}") from e
+        if self._log is not None and (leader_and_isr or update_metadata_brokers or stop_replica):
+            self._log.request_batch(
+                controller_epoch, leader_and_isr, update_metadata_brokers, update_metadata_partitions, stop_replica
+            )
+
+    def _send_leader_and_isr(self, controller_epoch: int) -> dict[int, int]:
+        ctx = self._ctx
+        registered = ctx.live_or_shutting_down_broker_ids
+        sent: dict[int, int] = {}
+        live_leaders: dict[int, LiveLeader] = {}
+        for broker_id in sorted(self._leader_and_isr):
+            if broker_id not in registered:
+                continue
+            states = list(self._leader_and_isr[broker_id].values())
+            leaders: list[LiveLeader] = []
+            for leader_id in sorted({s.leader for s in states}):
+                if leader_id in registered:
+                    leader = live_leaders.get(leader_id)
+                    if leader is None:
+                        leader = live_leaders[leader_id] = self._live_leader(leader_id)
+                    leaders.append(leader)
+            request = LeaderAndIsrRequest(
+                controller_id=ctx.controller_id,
+                controller_epoch=controller_epoch,
+                broker_epoch=self._broker_epoch(broker_id),
+                partition_states=states,
+                live_leaders=leaders,
+                topic_ids=self._topic_ids({s.topic for s in states}),
+            )
+            callback = None
+            if self.on_leader_and_isr_response is not None:
+                callback = partial(_deliver_leader_and_isr, broker_id, self.on_leader_and_isr_response)
+            self._transport.send(broker_id, request, callback)
+            sent[broker_id] = len(states)
+        self._leader_and_isr = {}
+        return sent
+
+    def _send_update_metadata(self, controller_epoch: int) -> tuple[list[int], int]:
+        ctx = self._ctx
+        registered = ctx.live_or_shutting_down_broker_ids
+        targets = sorted(b for b in self._update_metadata_brokers if b in registered)
+        partition_count = 0
+        if targets:
+            states = self._update_metadata_states()
+            partition_count = len(states)
+            live_brokers = [_update_metadata_broker(b) for b in ctx.live_or_shutting_down_brokers()]
+            topic_ids = self._topic_ids({s.topic for s in states})
+            for broker_id in targets:
+                request = UpdateMetadataRequest(
+                    controller_id=ctx.controller_id,
+                    controller_epoch=controller_epoch,
+                    broker_epoch=self._broker_epoch(broker_id),
+                    partition_states=states,
+                    live_brokers=live_brokers,
+                    topic_ids=topic_ids,
+                )
+                callback = None
+                if self.on_update_metadata_response is not None:
+                    callback = partial(_deliver_update_metadata, broker_id, self.on_update_metadata_response)
+                self._transport.send(broker_id, request, callback)
+        self._update_metadata_brokers = set()
+        self._update_metadata_partitions = {}
+        self._merged_registered = None
+        return targets, partition_count
+
+    def _update_metadata_states(self) -> list[UpdateMetadataPartitionState]:
+        ctx = self._ctx
+        states: list[UpdateMetadataPartitionState] = []
+        skipped = 0
+        for tp in self._update_metadata_partitions:
+            info = ctx.partition_leadership_info(tp)
+            if info is None:
+                skipped += 1
+                continue
+            leader_and_isr = info.leader_and_isr
+            replicas = ctx.partition_replica_assignment(tp)
+            online = ctx.online_replica_set(tp)
+            # Shutting-down brokers count as offline here: clients must stop using them.
+            offline = tuple(r for r in replicas if r not in online)
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                # Leader -2 tells brokers to drop the topic from the metadata they serve.
+                leader, leader_epoch, zk_version = (
+                    LEADER_DURING_DELETE,
+                    INITIAL_LEADER_EPOCH,
+                    INITIAL_PARTITION_ZK_VERSION,
+                )
+            else:
+                leader, leader_epoch, zk_version = (
+                    leader_and_isr.leader,
+                    leader_and_isr.leader_epoch,
+                    leader_and_isr.zk_version,
+                )
+            states.append(
+                UpdateMetadataPartitionState(
+                    tp.topic,
+                    tp.partition,
+                    info.controller_epoch,
+                    leader,
+                    leader_epoch,
+                    leader_and_isr.isr,
+                    zk_version,
+                    replicas,
+                    offline,
+                )
+            )
+        if skipped:
+            logger.debug("UpdateMetadata skipped %d partitions without leadership info", skipped)
+        return states
+
+    def _send_stop_replica(self, controller_epoch: int) -> dict[int, int]:
+        ctx = self._ctx
+        registered = ctx.live_or_shutting_down_broker_ids
+        sent: dict[int, int] = {}
+        for broker_id in sorted(self._stop_replica):
+            if broker_id not in registered:
+                continue
+            per_broker = self._stop_replica[broker_id]
+            callback = None
+            handler = self.on_stop_replica_response
+            if handler is not None:
+                deleting = frozenset(
+                    tp
+                    for tp, state in per_broker.items()
+                    if state.delete_partition and ctx.is_topic_deletion_in_progress(tp.topic)
+                )
+                if deleting:
+                    callback = partial(_deliver_stop_replica, broker_id, deleting, handler)
+            request = StopReplicaRequest(
+                controller_id=ctx.controller_id,
+                controller_epoch=controller_epoch,
+                broker_epoch=self._broker_epoch(broker_id),
+                partitions=list(per_broker.values()),
+            )
+            self._transport.send(broker_id, request, callback)
+            sent[broker_id] = len(per_broker)
+        self._stop_replica = {}
+        return sent
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        epoch = self._ctx.broker_epoch(broker_id)
+        return NO_BROKER_EPOCH if epoch is None else epoch
+
+    def _topic_ids(self, topics: AbstractSet[str]) -> dict[str, str]:
+        ids = self._ctx.topic_ids
+        if not ids:
+            return {}
+        return {topic: ids[topic] for topic in topics if topic in ids}
+
+    def _live_leader(self, broker_id: int) -> LiveLeader:
+        broker = self._ctx.live_or_shutting_down_broker(broker_id)
+        if broker is None or not broker.endpoints:
+            return LiveLeader(broker_id, None, -1)
+        endpoint = broker.endpoint(self.inter_broker_listener) or broker.endpoints[0]
+        return LiveLeader(broker_id, endpoint.host, endpoint.port)
+
+
+def _leader_and_isr_state(
+    tp: TopicPartition,
+    info: LeaderIsrAndControllerEpoch,
+    assignment: ReplicaAssignment,
+    is_new: bool,
+) -> LeaderAndIsrPartitionState:
+    leader_and_isr = info.leader_and_isr
+    return LeaderAndIsrPartitionState(
+        tp.topic,
+        tp.partition,
+        info.controller_epoch,
+        leader_and_isr.leader,
+        leader_and_isr.leader_epoch,
+        leader_and_isr.isr,
+        leader_and_isr.zk_version,
+        assignment.replicas,
+        assignment.adding_replicas,
+        assignment.removing_replicas,
+        is_new,
+    )
+
+
+def _update_metadata_broker(broker: BrokerRegistration) -> UpdateMetadataBroker:
+    return UpdateMetadataBroker(
+        broker.id,
+        tuple(UpdateMetadataEndpoint(e.host, e.port, e.listener, e.security_protocol) for e in broker.endpoints),
+        broker.rack,
+    )
+
+
+# Response delivery runs on the transport's thread: no context access below this line.
+
+
+def _coerce(response: Any, cls: type[Any]) -> Any:
+    if isinstance(response, cls):
+        return response
+    if isinstance(response, Mapping):
+        return cls.from_dict(response)
+    return None
+
+
+def _deliver_leader_and_isr(broker_id: int, handler: LeaderAndIsrResponseCallback, response: Any) -> None:
+    decoded = _coerce(response, LeaderAndIsrResponse)
+    if decoded is None:
+        logger.warning("ignoring unexpected LeaderAndIsr response from broker %s: %r", broker_id, response)
+        return
+    handler(broker_id, decoded)
+
+
+def _deliver_update_metadata(broker_id: int, handler: UpdateMetadataResponseCallback, response: Any) -> None:
+    decoded = _coerce(response, UpdateMetadataResponse)
+    if decoded is None:
+        logger.warning("ignoring unexpected UpdateMetadata response from broker %s: %r", broker_id, response)
+        return
+    handler(broker_id, decoded)
+
+
+def _deliver_stop_replica(
+    broker_id: int,
+    deleting: frozenset[TopicPartition],
+    handler: StopReplicaResponseCallback,
+    response: Any,
+) -> None:
+    decoded: StopReplicaResponse | None = _coerce(response, StopReplicaResponse)
+    if decoded is None:
+        logger.warning("ignoring unexpected StopReplica response from broker %s: %r", broker_id, response)
+        return
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for error in decoded.partition_errors:
+        tp = TopicPartition(error.topic, error.partition)
+        if tp in deleting:
+            errors[tp] = error.error_code
+    if not errors and decoded.error_code != ErrorCode.NONE:
+        errors = dict.fromkeys(deleting, decoded.error_code)
+    if errors:
+        handler(broker_id, decoded.error_code, errors)

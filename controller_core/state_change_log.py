@@ -1,0 +1,457 @@
+"""The controller's state-change log: one structured record per transition, election or failure.
+
+Kafka writes human-readable lines to ``state-change.log``; we emit JSON-ready dicts instead, because
+three consumers read them: the audit history (Django), the live dashboard (Redis stream) and the
+Spark pipeline (daily JSON-lines files), and all of them need fields, not prose.
+
+Record shape (``kind`` is open-ended; the ones the core emits are listed on ``StateChangeLogger``)::
+
+    {"ts": 1700000000123.4, "controller_id": 1, "controller_epoch": 7, "seq": 42,
+     "kind": "election", "event_id": "9f1c…", "cause": "BrokerChange",
+     "entity": "orders-3", "topic": "orders", "partition": 3, "replica": None,
+     "from_state": "OfflinePartition", "to_state": "OnlinePartition", "strategy": "offline",
+     "leader_before": -1, "leader_after": 2, "isr_before": [1], "isr_after": [2],
+     "leader_epoch_before": 4, "leader_epoch_after": 5, "unclean": True, "error": None}
+
+* ``ts`` is wall-clock epoch milliseconds (float), ``seq`` counts from 1 within a controller
+  epoch and restarts when the epoch changes, so ``(controller_epoch, seq)`` orders records and
+  lets a reader detect gaps.
+* ``event_id``/``cause`` group every record produced while handling one controller event
+  (``with logger.caused_by("BrokerChange"):``), like NetBox's request id.
+* Replica entities are written ``"orders-3@5"`` (partition ``orders-3``, replica on broker 5).
+
+Cost matters: a broker failure on a large cluster moves hundreds of thousands of partitions, and
+each move must still be recorded because availability analytics need every leader change. So the
+hot path builds one flat dict per partition and formats no log lines; sinks serialize whole
+buffers with a single C-accelerated encoder. Human-readable logging (``LoggingSink``) formats only
+when its logger is enabled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
+from controller_core.ports import StateChangeSink
+
+if TYPE_CHECKING:
+    from controller_core.context import ControllerContext
+
+logger = logging.getLogger(__name__)
+
+Record = dict[str, Any]
+
+
+class StateChangeLogger:
+    """Build state-change records and hand them to a sink.
+
+    Kinds emitted by the core: ``partition_transition``, ``replica_transition``, ``election``,
+    ``isr_change``, ``failed_change``, ``request_batch``; the controller adds ``failover``,
+    ``resignation`` and others through ``record()``.
+
+    Example::
+
+        sink = MemorySink()
+        log = StateChangeLogger(sink, controller_id=1, epoch_source=lambda: ctx.epoch)
+        with log.caused_by("BrokerChange"):
+            log.partition_transition(tp, PartitionState.ONLINE, PartitionState.OFFLINE)
+        log.flush()
+    """
+
+    def __init__(
+        self,
+        sink: StateChangeSink,
+        controller_id: int,
+        epoch_source: Callable[[], int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sink = sink
+        self._emit = sink.emit
+        self.controller_id = controller_id
+        self._epoch_source = epoch_source
+        self._clock = clock
+        self._seq_epoch: int | None = None
+        self._seq = 0
+        self._cause: str | None = None
+        self._event_id: str | None = None
+
+    @classmethod
+    def for_context(
+        cls, context: ControllerContext, sink: StateChangeSink, clock: Callable[[], float] = time.time
+    ) -> StateChangeLogger:
+        """A logger that stamps records with ``context``'s controller id and current epoch."""
+        return cls(sink, context.controller_id, lambda: context.epoch, clock)
+
+    @property
+    def sink(self) -> StateChangeSink:
+        return self._sink
+
+    @contextlib.contextmanager
+    def caused_by(self, cause: str, event_id: str | None = None) -> Iterator[str]:
+        """Stamp every record made inside the block with ``cause`` and one correlation id."""
+        previous = self._cause, self._event_id
+        self._cause, self._event_id = cause, event_id or uuid.uuid4().hex
+        try:
+            yield self._event_id
+        finally:
+            self._cause, self._event_id = previous
+
+    def flush(self) -> None:
+        self._sink.flush()
+
+    # -- record construction -------------------------------------------------------------------
+
+    def _next_seq(self) -> tuple[int, int]:
+        epoch = self._epoch_source()
+        if epoch != self._seq_epoch:
+            self._seq_epoch = epoch
+            self._seq = 0
+        self._seq += 1
+        return epoch, self._seq
+
+    def record(self, kind: str, **fields: Any) -> Record:
+        """Emit a record of any ``kind`` with the common header plus ``fields``; return it."""
+        epoch, seq = self._next_seq()
+        rec: Record = {
+            "ts": self._clock() * 1000.0,
+            "controller_id": self.controller_id,
+            "controller_epoch": epoch,
+            "seq": seq,
+            "kind": kind,
+            "event_id": self._event_id,
+            "cause": self._cause,
+        }
+        rec.update(fields)
+        self._emit(rec)
+        return rec
+
+    def _partition_record(
+        self,
+        kind: str,
+        tp: TopicPartition,
+        replica: int | None = None,
+        *,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        strategy: str | None = None,
+        before: LeaderAndIsr | None = None,
+        after: LeaderAndIsr | None = None,
+        error: str | None = None,
+        unclean: bool | None = None,
+    ) -> Record:
+        # One flat dict literal per partition: this runs for every partition a batch touches.
+        epoch, seq = self._next_seq()
+        topic, partition = tp
+        entity = f"{topic}-{partition}" if replica is None else f"{topic}-{partition}@{replica}"
+        rec: Record = {
+            "ts": self._clock() * 1000.0,
+            "controller_id": self.controller_id,
+            "controller_epoch": epoch,
+            "seq": seq,
+            "kind": kind,
+            "event_id": self._event_id,
+            "cause": self._cause,
+            "entity": entity,
+            "topic": topic,
+            "partition": partition,
+            "replica": replica,
+            "from_state": from_state,
+            "to_state": to_state,
+            "strategy": strategy,
+            "leader_before": None if before is None else before.leader,
+            "leader_after": None if after is None else after.leader,
+            "isr_before": None if before is None else before.isr,
+            "isr_after": None if after is None else after.isr,
+            "leader_epoch_before": None if before is None else before.leader_epoch,
+            "leader_epoch_after": None if after is None else after.leader_epoch,
+            "unclean": unclean,
+            "error": error,
+        }
+        self._emit(rec)
+        return rec
+
+    def partition_transition(
+        self,
+        tp: TopicPartition,
+        from_state: str | None,
+        to_state: str,
+        leader_and_isr: LeaderAndIsr | None = None,
+    ) -> Record:
+        """A partition changed state (``leader_and_isr``: its state after, when it has one)."""
+        return self._partition_record(
+            "partition_transition", tp, from_state=from_state, to_state=to_state, after=leader_and_isr
+        )
+
+    def replica_transition(self, replica: PartitionAndReplica, from_state: str | None, to_state: str) -> Record:
+        return self._partition_record(
+            "replica_transition", replica.topic_partition, replica.replica, from_state=from_state, to_state=to_state
+        )
+
+    def election(
+        self,
+        tp: TopicPartition,
+        strategy: str,
+        from_state: str | None,
+        to_state: str,
+        *,
+        before: LeaderAndIsr | None,
+        after: LeaderAndIsr,
+        unclean: bool = False,
+    ) -> Record:
+        """A leader was elected; the record is also the partition's state transition."""
+        return self._partition_record(
+            "election",
+            tp,
+            from_state=from_state,
+            to_state=to_state,
+            strategy=strategy,
+            before=before,
+            after=after,
+            unclean=unclean,
+        )
+
+    def isr_change(
+        self,
+        tp: TopicPartition,
+        before: LeaderAndIsr | None,
+        after: LeaderAndIsr,
+        replica: int | None = None,
+    ) -> Record:
+        """The controller rewrote leader/ISR without an election (e.g. removing ``replica`` from the ISR)."""
+        return self._partition_record("isr_change", tp, replica, before=before, after=after)
+
+    def failed_partition_change(
+        self,
+        tp: TopicPartition,
+        from_state: str | None,
+        to_state: str,
+        error: BaseException | str,
+        strategy: str | None = None,
+    ) -> Record:
+        return self._partition_record(
+            "failed_change",
+            tp,
+            from_state=from_state,
+            to_state=to_state,
+            strategy=strategy,
+            error=_error_text(error),
+        )
+
+    def failed_replica_change(
+        self,
+        replica: PartitionAndReplica,
+        from_state: str | None,
+        to_state: str,
+        error: BaseException | str,
+    ) -> Record:
+        return self._partition_record(
+            "failed_change",
+            replica.topic_partition,
+            replica.replica,
+            from_state=from_state,
+            to_state=to_state,
+            error=_error_text(error),
+        )
+
+    def request_batch(
+        self,
+        controller_epoch: int,
+        leader_and_isr: Mapping[int, int],
+        update_metadata_brokers: Sequence[int],
+        update_metadata_partitions: int,
+        stop_replica: Mapping[int, int],
+    ) -> Record:
+        """One sent batch: partitions per broker for each request kind (counts, not lists)."""
+        return self.record(
+            "request_batch",
+            request_controller_epoch=controller_epoch,
+            leader_and_isr={str(b): n for b, n in leader_and_isr.items()},
+            update_metadata={"brokers": list(update_metadata_brokers), "partitions": update_metadata_partitions},
+            stop_replica={str(b): n for b, n in stop_replica.items()},
+        )
+
+
+def _error_text(error: BaseException | str) -> str:
+    if isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}"
+
+
+# --- sinks ------------------------------------------------------------------------------------------
+
+
+class MemorySink:
+    """Keep records in a list (tests, previews, small tools)."""
+
+    def __init__(self) -> None:
+        self.records: list[Mapping[str, Any]] = []
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        self.records.append(record)
+
+    def flush(self) -> None:
+        return None
+
+    def of_kind(self, *kinds: str) -> list[Mapping[str, Any]]:
+        return [r for r in self.records if r.get("kind") in kinds]
+
+    def clear(self) -> None:
+        self.records.clear()
+
+
+class FanoutSink:
+    """Send each record to several sinks; one failing sink does not starve the others."""
+
+    def __init__(self, sinks: Iterable[StateChangeSink]) -> None:
+        self.sinks = list(sinks)
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(record)
+            except Exception:
+                logger.exception("state-change sink %r failed to accept a record", sink)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.flush()
+            except Exception:
+                logger.exception("state-change sink %r failed to flush", sink)
+
+
+class LoggingSink:
+    """Mirror records to a ``logging`` logger in Kafka's ``[Controller id=… epoch=…]`` style.
+
+    Formatting is lazy: nothing is formatted unless the logger is enabled for ``level``.
+    """
+
+    def __init__(self, log: logging.Logger | None = None, level: int = logging.DEBUG) -> None:
+        self._log = log or logging.getLogger("controller_core.state_change")
+        self._level = level
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        if self._log.isEnabledFor(self._level):
+            self._log.log(
+                self._level,
+                "[Controller id=%s epoch=%s] %s %s %s -> %s leader=%s isr=%s%s",
+                record.get("controller_id"),
+                record.get("controller_epoch"),
+                record.get("kind"),
+                record.get("entity", ""),
+                record.get("from_state"),
+                record.get("to_state"),
+                record.get("leader_after"),
+                record.get("isr_after"),
+                "" if record.get("error") is None else f" error={record.get('error')}",
+            )
+
+    def flush(self) -> None:
+        return None
+
+
+class JsonLinesDailySink:
+    """Append records to ``<dir>/state-change-YYYY-MM-DD.jsonl``, one JSON object per line.
+
+    The day is the record's UTC day (from its ``ts``), so a buffer that spans midnight is split
+    across two files. Records are buffered and serialized in bulk on ``flush()`` (or when
+    ``buffer_records`` accumulate); the controller flushes at the end of every event. Files are
+    opened in append mode, so restarts and several writers on different days never truncate.
+
+    Example::
+
+        sink = JsonLinesDailySink("var/state-change")
+        sink.emit({"ts": 1700000000000.0, "kind": "election", ...})
+        sink.flush()   # -> var/state-change/state-change-2023-11-14.jsonl
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        buffer_records: int = 10_000,
+        prefix: str = "state-change-",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._buffer_records = buffer_records
+        self._prefix = prefix
+        self._clock = clock
+        self._buffer: list[Mapping[str, Any]] = []
+        self._lock = threading.Lock()
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+        self._file: IO[str] | None = None
+        self._day_start = 0.0
+        self._day_end = 0.0
+        self._day = ""
+
+    def path_for(self, day: str) -> Path:
+        return self.directory / f"{self._prefix}{day}.jsonl"
+
+    @property
+    def current_path(self) -> Path | None:
+        return self.path_for(self._day) if self._day else None
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._buffer.append(record)
+            full = len(self._buffer) >= self._buffer_records
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            buffer, self._buffer = self._buffer, []
+            if not buffer:
+                return
+            lines = list(map(self._encode, buffer))
+            start = 0
+            for i, record in enumerate(buffer):
+                ts = record.get("ts")
+                if not isinstance(ts, (int, float)):
+                    ts = self._clock() * 1000.0
+                if not self._day_start <= ts < self._day_end:
+                    self._write(lines[start:i])
+                    start = i
+                    self._switch_day(ts)
+            self._write(lines[start:])
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            self._day = ""
+            self._day_start = self._day_end = 0.0
+
+    def _write(self, lines: list[str]) -> None:
+        if lines and self._file is not None:
+            self._file.write("\n".join(lines))
+            self._file.write("\n")
+
+    def _switch_day(self, ts_ms: float) -> None:
+        day_start = datetime.fromtimestamp(ts_ms / 1000.0, tz=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        day = day_start.date().isoformat()
+        self._day_start = day_start.timestamp() * 1000.0
+        self._day_end = (day_start + timedelta(days=1)).timestamp() * 1000.0
+        if day == self._day and self._file is not None:
+            return
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+        self._day = day
+        self._file = open(self.path_for(day), "a", encoding="utf-8")  # noqa: SIM115 - kept open across flushes
