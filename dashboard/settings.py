@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "channels",
     "dashboard.accounts",
     "dashboard.health",
+    "dashboard.clusters",
     "workers",
 ]
 
@@ -122,6 +123,19 @@ ZOOKEEPER_CONNECT = env_str("ZOOKEEPER_CONNECT", "127.0.0.1:21810/kafka")
 ZOOKEEPER_SESSION_TIMEOUT_S = env_int("ZOOKEEPER_SESSION_TIMEOUT_S", 10)
 STATE_CHANGE_LOG_DIR = Path(env_str("STATE_CHANGE_LOG_DIR", str(VAR_DIR / "state-change-log")))
 HEALTH_CHECK_TIMEOUT_S = float(env_str("HEALTH_CHECK_TIMEOUT_S", "2.0"))
+
+# Live dashboard (issue #6). METRICS_TOKEN: bearer token for /clusters/<name>/metrics scrapers
+# (a logged-in user may read it too); empty disables token access.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+MIRROR_WINDOW_MS = env_int("MIRROR_WINDOW_MS", 150)
+# Every partition state is re-read this often (0: 15 s for observed clusters, 60 s for managed).
+MIRROR_SWEEP_S = env_int("MIRROR_SWEEP_S", 0)
+MIRROR_LOCK_TTL_S = env_int("MIRROR_LOCK_TTL_S", 10)
+MIRROR_DEFAULT_MIN_ISR = env_int("MIRROR_DEFAULT_MIN_ISR", 1)
+# A page calls the mirror stale when its heartbeat is older than this.
+MIRROR_STALE_AFTER_S = env_int("MIRROR_STALE_AFTER_S", 5)
+# Broker agents' GET /v1/state (live lag) is fetched with this timeout.
+BROKER_AGENT_TIMEOUT_S = float(env_str("BROKER_AGENT_TIMEOUT_S", "1.0"))
 
 CHANNEL_LAYERS = {
     "default": {

@@ -8,5 +8,6 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("dashboard.accounts.urls")),
+    path("clusters/", include("dashboard.clusters.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,545 @@
+"""Encoders and decoders for every JSON format Kafka keeps in ZooKeeper (reference §1.2).
+
+Guarantees:
+
+* What we write is what Kafka writes (same keys, same types: ``timestamp`` is a *string*,
+  ``/controller_epoch`` a bare decimal), so Kafka's own brokers and tools read our znodes and we read
+  theirs. Key order is not significant anywhere; we emit compact JSON.
+* Decoders parse by key and ignore unknown keys, as Kafka's readers do; older and newer format
+  versions decode per Kafka's rules (broker registrations v1..v5 and unknown future versions, topic
+  assignments v1..v3).
+* Every decoder raises ``ValueError`` with a message naming the format and the problem on bad input
+  (not JSON, wrong type, missing key). Callers decide whether that is fatal (Kafka's controller logs
+  and ignores an invalid ``/admin/reassign_partitions``, for instance).
+* The partition-state codec is on the failover hot path (one call per partition): it is
+  ``json.loads`` plus a few type checks, and the encoder is a single format string.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from controller_core.model import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+
+CONTROLLER_JSON_VERSION: Final = 1
+BROKER_REGISTRATION_VERSION: Final = 5
+TOPIC_ASSIGNMENT_VERSION: Final = 3
+PARTITION_STATE_VERSION: Final = 1
+LOG_DIR_FAILURE_EVENT: Final = 1
+FEATURE_STATUS_DISABLED: Final = 0
+FEATURE_STATUS_ENABLED: Final = 1
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes | None, what: str) -> Any:
+    if data is None or data == b"":
+        raise ValueError(f"{what}: the znode holds no data")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{what}: not valid JSON ({exc}): {data[:200]!r}") from None
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    # bool is an int subclass in Python but never a valid Kafka integer field.
+    if type(value) is not int:
+        raise ValueError(f"{what}: expected an integer, got {value!r}")
+    return value
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or any(type(v) is not int for v in value):
+        raise ValueError(f"{what}: expected a list of integers, got {value!r}")
+    return tuple(value)
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string, got {value!r}")
+    return value
+
+
+def _timestamp(value: Any, what: str) -> int | None:
+    """Kafka writes timestamps as strings of ms; accept an integer too, and absence."""
+    if value is None:
+        return None
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"{what}: timestamp must be a decimal string of milliseconds, got {value!r}")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ==================================================================================================
+# /controller and /controller_epoch (§1.2.1, §1.3)
+# ==================================================================================================
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    """The content of ``/controller``: who the controller is, plus any extra keys it wrote.
+
+    ``extra`` holds every key other than ``version``/``brokerid``/``timestamp`` (ours: ``endpoint``,
+    the controller's API address; Kafka 3.4+: ``kraftControllerEpoch``).
+    """
+
+    broker_id: int
+    timestamp_ms: int | None = None
+    version: int = CONTROLLER_JSON_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+_CONTROLLER_KEYS: Final = frozenset({"version", "brokerid", "timestamp"})
+
+
+def encode_controller(broker_id: int, timestamp_ms: int | None = None, extra: Mapping[str, Any] | None = None) -> bytes:
+    """``{"version":1,"brokerid":3,"timestamp":"1650000000000", ...extra}``.
+
+    ``extra`` keys are added as they are (Kafka's readers ignore them); they may not shadow the three
+    standard keys.
+    """
+    body: dict[str, Any] = {
+        "version": CONTROLLER_JSON_VERSION,
+        "brokerid": int(broker_id),
+        "timestamp": str(_now_ms() if timestamp_ms is None else int(timestamp_ms)),
+    }
+    if extra:
+        clash = _CONTROLLER_KEYS.intersection(extra)
+        if clash:
+            raise ValueError(f"/controller extra keys may not replace {sorted(clash)}")
+        body.update(extra)
+    return _dumps(body)
+
+
+def decode_controller(data: bytes | None) -> ControllerInfo:
+    """Parse ``/controller``; ``brokerid`` is required, everything else optional."""
+    obj = _object(_loads(data, "/controller"), "/controller")
+    if "brokerid" not in obj:
+        raise ValueError("/controller: missing 'brokerid'")
+    return ControllerInfo(
+        broker_id=_int(obj["brokerid"], "/controller brokerid"),
+        timestamp_ms=_timestamp(obj.get("timestamp"), "/controller"),
+        version=_int(obj.get("version", CONTROLLER_JSON_VERSION), "/controller version"),
+        extra={k: v for k, v in obj.items() if k not in _CONTROLLER_KEYS},
+    )
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """``/controller_epoch`` holds the epoch as a bare decimal string, e.g. ``5``."""
+    return str(int(epoch)).encode()
+
+
+def decode_controller_epoch(data: bytes | None) -> int:
+    """Parse ``/controller_epoch`` (a decimal string)."""
+    if not data:
+        raise ValueError("/controller_epoch: the znode holds no data")
+    text = data.decode("ascii", errors="replace").strip()
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"/controller_epoch: not a decimal integer: {data[:50]!r}")
+    return int(text)
+
+
+# ==================================================================================================
+# /brokers/ids/<id> (§1.2.2)
+# ==================================================================================================
+def encode_broker_registration(registration: BrokerRegistration) -> bytes:
+    """Version-5 registration JSON as a 2.7+ broker writes it.
+
+    ``host``/``port`` are those of the first endpoint whose security protocol is PLAINTEXT (null/-1
+    when there is none); ``timestamp`` is ``registration.timestamp_ms`` or now, as a string;
+    ``rack`` only when set; ``features`` always (``{}`` when none).
+    """
+    if not registration.endpoints:
+        raise ValueError(f"broker {registration.id}: a registration needs at least one endpoint")
+    plaintext = next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
+    body: dict[str, Any] = {
+        "version": BROKER_REGISTRATION_VERSION,
+        "host": plaintext.host if plaintext is not None else None,
+        "port": plaintext.port if plaintext is not None else -1,
+        "jmx_port": int(registration.jmx_port),
+        "timestamp": str(_now_ms() if registration.timestamp_ms is None else int(registration.timestamp_ms)),
+        "endpoints": [e.connection_string() for e in registration.endpoints],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in registration.endpoints},
+        "features": {
+            name: {"min_version": int(lo), "max_version": int(hi)} for name, (lo, hi) in registration.features.items()
+        },
+    }
+    if registration.rack is not None:
+        body["rack"] = registration.rack
+    return _dumps(body)
+
+
+def decode_broker_registration(broker_id: int, data: bytes | None, epoch: int) -> BrokerRegistration:
+    """Parse a broker registration of any version, with ``epoch`` = the znode's czxid.
+
+    Rules (Kafka's ``BrokerIdZNode.decode``): version < 1 is an error; version 1 gives one PLAINTEXT
+    endpoint from ``host``/``port``; version >= 2 (future versions included) parses ``endpoints``,
+    looking each listener's security protocol up in ``listener_security_protocol_map`` when present,
+    else in the default map (each security-protocol name maps to itself; another name is an error).
+    """
+    what = f"/brokers/ids/{broker_id}"
+    obj = _object(_loads(data, what), what)
+    version = _int(obj.get("version"), f"{what} version")
+    if version < 1:
+        raise ValueError(f"{what}: unsupported registration version {version}")
+    if version == 1:
+        host = obj.get("host")
+        if host is not None and not isinstance(host, str):
+            raise ValueError(f"{what}: host must be a string, got {host!r}")
+        endpoints: tuple[EndPoint, ...] = (
+            EndPoint("PLAINTEXT", host or None, _int(obj.get("port"), f"{what} port"), "PLAINTEXT"),
+        )
+    else:
+        raw_endpoints = obj.get("endpoints")
+        if not isinstance(raw_endpoints, list) or not all(isinstance(e, str) for e in raw_endpoints):
+            raise ValueError(f"{what}: 'endpoints' must be a list of strings, got {raw_endpoints!r}")
+        raw_map = obj.get("listener_security_protocol_map")
+        if raw_map is None:
+            protocol_map: dict[str, str] = {}  # Kafka's default: only security-protocol names resolve
+        else:
+            raw_map = _object(raw_map, f"{what} listener_security_protocol_map")
+            protocol_map = {str(k).upper(): _str(v, f"{what} protocol of {k}").upper() for k, v in raw_map.items()}
+        try:
+            endpoints = tuple(EndPoint.parse(e, protocol_map) for e in raw_endpoints)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+    rack = obj.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise ValueError(f"{what}: rack must be a string or null, got {rack!r}")
+    features: dict[str, tuple[int, int]] = {}
+    raw_features = obj.get("features")
+    if raw_features is not None:
+        for name, raw_range in _object(raw_features, f"{what} features").items():
+            rng = _object(raw_range, f"{what} feature {name}")
+            features[name] = (
+                _int(rng.get("min_version"), f"{what} feature {name} min_version"),
+                _int(rng.get("max_version"), f"{what} feature {name} max_version"),
+            )
+    jmx_port = obj.get("jmx_port", -1)
+    return BrokerRegistration(
+        id=broker_id,
+        endpoints=endpoints,
+        epoch=epoch,
+        rack=rack,
+        timestamp_ms=_timestamp(obj.get("timestamp"), what),
+        jmx_port=_int(jmx_port, f"{what} jmx_port") if jmx_port is not None else -1,
+        features=features,
+        version=version,
+    )
+
+
+# ==================================================================================================
+# /brokers/topics/<topic> (§1.2.3)
+# ==================================================================================================
+class TopicAssignment(NamedTuple):
+    """A topic znode: the topic id (None when the topic has none yet) and each partition's assignment."""
+
+    topic_id: str | None
+    partitions: dict[int, ReplicaAssignment]
+
+
+def new_topic_id() -> str:
+    """A fresh topic id as Kafka prints one: URL-safe base64 of a random UUID, no padding.
+
+    Like Kafka's ``Uuid.randomUuid`` it never returns the all-zero id, and (as 3.x does) it avoids ids
+    starting with ``-``, which command-line tools mistake for options.
+    """
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if raw != bytes(16) and not text.startswith("-"):
+            return text
+
+
+def encode_topic_assignment(assignment: Mapping[int, ReplicaAssignment], topic_id: str | None = None) -> bytes:
+    """Version-3 topic znode: ``partitions`` always; ``adding_replicas``/``removing_replicas`` always
+    present but listing only partitions with a non-empty list; ``topic_id`` only when known."""
+    partitions: dict[str, list[int]] = {}
+    adding: dict[str, list[int]] = {}
+    removing: dict[str, list[int]] = {}
+    for partition in sorted(assignment):
+        a = assignment[partition]
+        key = str(int(partition))
+        partitions[key] = list(a.replicas)
+        if a.adding_replicas:
+            adding[key] = list(a.adding_replicas)
+        if a.removing_replicas:
+            removing[key] = list(a.removing_replicas)
+    body: dict[str, Any] = {
+        "version": TOPIC_ASSIGNMENT_VERSION,
+        "partitions": partitions,
+        "adding_replicas": adding,
+        "removing_replicas": removing,
+    }
+    if topic_id is not None:
+        body["topic_id"] = topic_id
+    return _dumps(body)
+
+
+def _partition_lists(raw: Any, what: str) -> dict[int, tuple[int, ...]]:
+    if raw is None:
+        return {}
+    out: dict[int, tuple[int, ...]] = {}
+    for key, replicas in _object(raw, what).items():
+        if not isinstance(key, str) or not key.isdigit():
+            raise ValueError(f"{what}: partition ids must be decimal strings, got {key!r}")
+        out[int(key)] = _int_list(replicas, f"{what}[{key}]")
+    return out
+
+
+def decode_topic_assignment(topic: str, data: bytes | None) -> TopicAssignment:
+    """Parse a topic znode of version 1, 2 or 3; missing ``adding_replicas``/``removing_replicas``/
+    ``topic_id`` decode as empty / None, and a znode without data as no partitions."""
+    what = f"/brokers/topics/{topic}"
+    if not data:
+        return TopicAssignment(None, {})
+    obj = _object(_loads(data, what), what)
+    replicas = _partition_lists(obj.get("partitions"), f"{what} partitions")
+    adding = _partition_lists(obj.get("adding_replicas"), f"{what} adding_replicas")
+    removing = _partition_lists(obj.get("removing_replicas"), f"{what} removing_replicas")
+    topic_id = obj.get("topic_id")
+    if topic_id is not None and not isinstance(topic_id, str):
+        raise ValueError(f"{what}: topic_id must be a string, got {topic_id!r}")
+    return TopicAssignment(
+        topic_id,
+        {p: ReplicaAssignment(rs, adding.get(p, ()), removing.get(p, ())) for p, rs in replicas.items()},
+    )
+
+
+# ==================================================================================================
+# /brokers/topics/<topic>/partitions/<p>/state (§1.2.4) -- hot path
+# ==================================================================================================
+def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
+    """``{"controller_epoch":50,"leader":5,"version":1,"leader_epoch":7,"isr":[5,6]}`` (no zk version:
+    that is the znode's data version)."""
+    lai = state.leader_and_isr
+    return b'{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%s]}' % (
+        state.controller_epoch,
+        lai.leader,
+        lai.leader_epoch,
+        b",".join(b"%d" % r for r in lai.isr),
+    )
+
+
+def decode_partition_state(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    """Parse a partition state znode; ``zk_version`` (the znode's data version) goes into the result.
+
+    Unknown keys (3.2+ ``leader_recovery_state``) are ignored.
+    """
+    if not data:
+        raise ValueError("partition state: the znode holds no data")
+    try:
+        obj = json.loads(data)
+        leader = obj["leader"]
+        leader_epoch = obj["leader_epoch"]
+        isr = obj["isr"]
+        controller_epoch = obj["controller_epoch"]
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"partition state: not valid JSON ({exc}): {data[:200]!r}") from None
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"partition state: missing or malformed key {exc}: {data[:200]!r}") from None
+    if (
+        type(leader) is not int
+        or type(leader_epoch) is not int
+        or type(controller_epoch) is not int
+        or type(isr) is not list
+    ):
+        raise ValueError(f"partition state: wrong field types: {data[:200]!r}")
+    for replica in isr:  # a plain loop: the cheapest check on this hot path
+        if type(replica) is not int:
+            raise ValueError(f"partition state: isr must be a list of integers: {data[:200]!r}")
+    return LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, leader_epoch, tuple(isr), zk_version), controller_epoch)
+
+
+# ==================================================================================================
+# /admin/reassign_partitions, /admin/preferred_replica_election, notifications (§1.2.5 - §1.2.8)
+# ==================================================================================================
+def _partition_entry(entry: Any, what: str) -> TopicPartition:
+    obj = _object(entry, what)
+    return TopicPartition(_str(obj.get("topic"), f"{what} topic"), _int(obj.get("partition"), f"{what} partition"))
+
+
+def _partition_entries(data: bytes | None, what: str) -> list[dict[str, Any]]:
+    obj = _object(_loads(data, what), what)
+    entries = obj.get("partitions")
+    if not isinstance(entries, list):
+        raise ValueError(f"{what}: 'partitions' must be a list, got {entries!r}")
+    return entries
+
+
+def encode_reassignment(reassignment: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    """``{"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[1,2]}]}`` (exactly as
+    Kafka's ``ReassignPartitionsZNode`` encodes it)."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": int(tp.partition), "replicas": [int(r) for r in replicas]}
+                for tp, replicas in reassignment.items()
+            ],
+        }
+    )
+
+
+def decode_reassignment(data: bytes | None) -> dict[TopicPartition, tuple[int, ...]]:
+    """Parse ``/admin/reassign_partitions`` into partition -> target replicas (later entries win)."""
+    what = "/admin/reassign_partitions"
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for i, entry in enumerate(_partition_entries(data, what)):
+        tp = _partition_entry(entry, f"{what} entry {i}")
+        out[tp] = _int_list(entry.get("replicas"), f"{what} entry {i} replicas")
+    return out
+
+
+def encode_partition_set(partitions: Iterable[TopicPartition]) -> bytes:
+    """``{"version":1,"partitions":[{"topic":"t","partition":0}, ...]}``: the body of
+    ``/admin/preferred_replica_election`` and of ISR-change notifications (duplicates dropped)."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [{"topic": tp.topic, "partition": int(tp.partition)} for tp in dict.fromkeys(partitions)],
+        }
+    )
+
+
+def _decode_partition_set(data: bytes | None, what: str) -> set[TopicPartition]:
+    return {_partition_entry(e, f"{what} entry {i}") for i, e in enumerate(_partition_entries(data, what))}
+
+
+def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> bytes:
+    """The body of ``/admin/preferred_replica_election``."""
+    return encode_partition_set(partitions)
+
+
+def decode_preferred_replica_election(data: bytes | None) -> set[TopicPartition]:
+    """Parse ``/admin/preferred_replica_election`` into the set of partitions."""
+    return _decode_partition_set(data, "/admin/preferred_replica_election")
+
+
+def encode_isr_change_notification(partitions: Iterable[TopicPartition]) -> bytes:
+    """The body of one ``/isr_change_notification/isr_change_<seq>`` node."""
+    return encode_partition_set(partitions)
+
+
+def decode_isr_change_notification(data: bytes | None) -> set[TopicPartition]:
+    """Parse one ISR-change notification into the set of partitions it names."""
+    return _decode_partition_set(data, "ISR change notification")
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """``{"version":1,"broker":3,"event":1}`` (event 1 = LogDirFailure, the only event)."""
+    return _dumps({"version": 1, "broker": int(broker_id), "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log-dir event notification (Kafka reads only ``broker``)."""
+    what = "log dir event notification"
+    return _int(_object(_loads(data, what), what).get("broker"), f"{what} broker")
+
+
+# ==================================================================================================
+# /config/<type>/<entity>, /config/changes, /cluster/id, /feature (§1.1, §1.2.9)
+# ==================================================================================================
+def encode_entity_config(config: Mapping[str, str]) -> bytes:
+    """``{"version":1,"config":{"unclean.leader.election.enable":"true"}}``; values must be strings."""
+    for key, value in config.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"config entries must be string -> string, got {key!r}: {value!r}")
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_entity_config(data: bytes | None, what: str = "config") -> dict[str, str]:
+    """Parse a config znode into its string -> string overrides (no data means no overrides)."""
+    if not data:
+        return {}
+    obj = _object(_loads(data, what), what)
+    config = _object(obj.get("config", {}), f"{what} config")
+    for key, value in config.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{what}: value of {key!r} must be a string, got {value!r}")
+    return config
+
+
+def encode_config_change_notification(entity_path: str) -> bytes:
+    """``{"version":2,"entity_path":"topics/<topic>"}``: the body of a ``/config/changes`` node."""
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change_notification(data: bytes | None) -> str:
+    """The ``entity_path`` of a version-2 config-change notification."""
+    what = "config change notification"
+    return _str(_object(_loads(data, what), what).get("entity_path"), f"{what} entity_path")
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """``{"version":"1","id":"<id>"}`` (``version`` is a string in this one znode)."""
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None) -> str:
+    """The cluster id stored in ``/cluster/id``."""
+    what = "/cluster/id"
+    return _str(_object(_loads(data, what), what).get("id"), f"{what} id")
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureZNode:
+    """``/feature``: whether feature versioning is enabled and the finalized feature version ranges."""
+
+    enabled: bool
+    features: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def encode_feature_znode(node: FeatureZNode) -> bytes:
+    """``{"version":1,"status":1,"features":{"f":{"min_version_level":1,"max_version_level":2}}}``."""
+    return _dumps(
+        {
+            "version": 1,
+            "status": FEATURE_STATUS_ENABLED if node.enabled else FEATURE_STATUS_DISABLED,
+            "features": {
+                name: {"min_version_level": int(lo), "max_version_level": int(hi)}
+                for name, (lo, hi) in node.features.items()
+            },
+        }
+    )
+
+
+def decode_feature_znode(data: bytes | None) -> FeatureZNode:
+    """Parse ``/feature``; an unknown status is an error, as in Kafka."""
+    what = "/feature"
+    obj = _object(_loads(data, what), what)
+    status = _int(obj.get("status"), f"{what} status")
+    if status not in (FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED):
+        raise ValueError(f"{what}: unknown status {status}")
+    features: dict[str, tuple[int, int]] = {}
+    for name, raw_range in _object(obj.get("features", {}), f"{what} features").items():
+        rng = _object(raw_range, f"{what} feature {name}")
+        features[name] = (
+            _int(rng.get("min_version_level"), f"{what} {name} min_version_level"),
+            _int(rng.get("max_version_level"), f"{what} {name} max_version_level"),
+        )
+    return FeatureZNode(status == FEATURE_STATUS_ENABLED, features)

@@ -1,0 +1,371 @@
+"""Bulk ZooKeeper reads: multi-read (OpCode 22, ZooKeeper >= 3.6) over kazoo, with a fallback.
+
+kazoo has no call for ZooKeeper's multi-read, so this module adds a small request type that kazoo's
+connection sends like any other (``KazooClient._call``, the one private kazoo entry point we use):
+
+* request: for each op a ``MultiHeader(type, done=false, err=-1)`` followed by a ``GetDataRequest`` or
+  ``GetChildrenRequest`` (path, watch=false), then a ``MultiHeader(-1, done=true, -1)``;
+* response: for each op a ``MultiHeader`` then either a ``GetDataResponse`` (data, stat), a
+  ``GetChildrenResponse`` (children) or, for a failed op (header type -1), an ``ErrorResponse`` (err
+  code), then the done header.
+
+Guarantees and failure behaviour:
+
+* Results come back in input order, one per path. A missing znode (or one we may not read) is a
+  per-path result carrying kazoo's ``NoNodeError`` (``NoAuthError``), never an exception for the batch.
+* Each request, and each *expected* response, stays under ``max_batch_bytes`` (default 900 KB, below
+  ZooKeeper's 1 MB default ``jute.maxbuffer``). Response sizes are estimated from a per-call size hint
+  and from the sizes seen so far in the call, so a node much larger than both can push one response
+  over the budget; kazoo itself has no response limit, so that costs nothing but the margin.
+* Several requests are in flight at once (``max_in_flight``); a response is parsed on the caller's
+  thread, never on kazoo's connection thread (which only keeps a reference to the raw packet).
+* Multi-read support is detected once per reader with a one-op probe: ``UNIMPLEMENTED``, an empty
+  reply, or the connection dropping twice in a row on the probe mean "not supported", and every call
+  then uses pipelined single ``get_async``/``get_children_async`` requests instead (same results).
+* Watches are never set (ZooKeeper ignores the watch flag inside a multi-read); arm watches with
+  ``controller_core.zk.watchers``.
+* Connection loss, session expiry and timeouts are raised to the caller (kazoo's exceptions); reads
+  are idempotent, so the caller may simply retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    EXCEPTIONS,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoAuthError,
+    NoNodeError,
+    UnimplementedError,
+    ZookeeperError,
+)
+from kazoo.protocol.states import ZnodeStat
+
+logger = logging.getLogger(__name__)
+
+MULTI_READ_OPCODE: Final = 22
+GET_DATA_OPCODE: Final = 4
+GET_CHILDREN_OPCODE: Final = 8
+ERROR_OPCODE: Final = -1
+DEFAULT_MAX_BATCH_BYTES: Final = 900_000
+
+_INT: Final = struct.Struct("!i")
+_MULTI_HEADER: Final = struct.Struct("!iBi")
+_STAT: Final = struct.Struct("!qqqqiiiqiiq")
+_DONE: Final = _MULTI_HEADER.pack(-1, 1, -1)
+_HEADER_DATA: Final = _MULTI_HEADER.pack(GET_DATA_OPCODE, 0, -1)
+_HEADER_CHILDREN: Final = _MULTI_HEADER.pack(GET_CHILDREN_OPCODE, 0, -1)
+# Per-op response overhead: multi header + length prefix (+ stat for getData).
+_DATA_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size + _STAT.size
+_CHILDREN_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size
+# Errors that belong to one path rather than to the whole request.
+_PER_PATH_ERRORS: Final = (NoNodeError, NoAuthError)
+
+
+class DataResult(NamedTuple):
+    """One path's getData outcome: ``data`` and ``stat`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    data: bytes | None
+    stat: Any  # kazoo ZnodeStat, or None when the read failed
+    error: ZookeeperError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def missing(self) -> bool:
+        return isinstance(self.error, NoNodeError)
+
+
+class ChildrenResult(NamedTuple):
+    """One path's getChildren outcome: ``children`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    children: list[str] | None
+    error: ZookeeperError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def missing(self) -> bool:
+        return isinstance(self.error, NoNodeError)
+
+
+@dataclass(slots=True)
+class MultiReadCounters:
+    """What a reader has sent, for benchmarks and metrics."""
+
+    requests: int = 0  # multi-read requests (including the probe)
+    ops: int = 0  # paths read through multi-read
+    single_reads: int = 0  # paths read one request each (fallback)
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    largest_request: int = 0
+    largest_response: int = 0
+
+
+class _RawReply(NamedTuple):
+    buffer: bytes
+    offset: int
+
+
+class _MultiReadRequest:
+    """A pre-serialized multi-read request in the shape kazoo's connection sends and answers.
+
+    kazoo calls ``serialize()`` on its connection thread and ``deserialize()`` with the reply packet;
+    both are trivial here so that thread stays free for pings and other traffic.
+    """
+
+    type = MULTI_READ_OPCODE
+    __slots__ = ("count", "payload")
+
+    def __init__(self, payload: bytes, count: int) -> None:
+        self.payload = payload
+        self.count = count
+
+    def serialize(self) -> bytes:
+        return self.payload
+
+    def deserialize(self, buffer: bytes, offset: int) -> _RawReply:
+        return _RawReply(buffer, offset)
+
+    def __repr__(self) -> str:  # kazoo logs requests at DEBUG: keep it one short line
+        return f"MultiRead({self.count} ops, {len(self.payload)} bytes)"
+
+
+def _parse_reply(reply: _RawReply, kind: int, count: int) -> list[Any]:
+    buf, offset = reply.buffer, reply.offset
+    if len(buf) <= offset:
+        raise UnimplementedError("empty multi-read reply (server does not support OpCode 22)")
+    unpack_header = _MULTI_HEADER.unpack_from
+    unpack_int = _INT.unpack_from
+    unpack_stat = _STAT.unpack_from
+    make_stat = ZnodeStat._make
+    out: list[Any] = []
+    append = out.append
+    for _ in range(count):
+        op_type, done, _ = unpack_header(buf, offset)
+        offset += 9
+        if done:
+            raise ValueError(f"multi-read reply ended after {len(out)} of {count} results")
+        if op_type == GET_DATA_OPCODE:
+            (length,) = unpack_int(buf, offset)
+            offset += 4
+            if length < 0:
+                data = None
+            else:
+                data = buf[offset : offset + length]
+                offset += length
+            append(DataResult(data, make_stat(unpack_stat(buf, offset))))
+            offset += 68
+        elif op_type == GET_CHILDREN_OPCODE:
+            (n,) = unpack_int(buf, offset)
+            offset += 4
+            children: list[str] = []
+            for _ in range(max(n, 0)):
+                (length,) = unpack_int(buf, offset)
+                offset += 4
+                children.append(buf[offset : offset + length].decode())
+                offset += length
+            append(ChildrenResult(children))
+        elif op_type == ERROR_OPCODE:
+            (code,) = unpack_int(buf, offset)
+            offset += 4
+            error = EXCEPTIONS[code]()
+            append(DataResult(None, None, error) if kind == GET_DATA_OPCODE else ChildrenResult(None, error))
+        else:
+            raise ValueError(f"unexpected op type {op_type} in a multi-read reply")
+    return out
+
+
+class MultiReader:
+    """Reads many znodes (data + stat, or children) with few round trips.
+
+    Usage::
+
+        reader = MultiReader(client)
+        results = reader.get_data(["/brokers/ids/1", "/brokers/ids/2"])
+        for path, r in zip(paths, results):
+            if r.ok: ...          # r.data, r.stat
+            elif r.missing: ...   # NONODE for this path only
+
+    ``use_multi_read=False`` forces the pipelined single-request path (what a pre-3.6 server gets);
+    ``None`` detects support on first use. Not thread-safe for concurrent calls on one instance
+    beyond its counters being approximate; the controller calls it from its event thread.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_in_flight: int = 8,
+        single_window: int = 1000,
+        timeout: float = 60.0,
+        use_multi_read: bool | None = None,
+    ) -> None:
+        if max_batch_bytes < 1024:
+            raise ValueError(f"max_batch_bytes={max_batch_bytes} is too small to hold one op")
+        self._client = client
+        self.max_batch_bytes = max_batch_bytes
+        self.max_in_flight = max(1, max_in_flight)
+        self.single_window = max(1, single_window)
+        self.timeout = timeout
+        self._supported: bool | None = use_multi_read
+        self._probe_drops = 0
+        self.counters = MultiReadCounters()
+
+    @property
+    def supported(self) -> bool | None:
+        """Whether the server answers multi-reads (None until the first bulk read has probed)."""
+        return self._supported
+
+    # -- public API ----------------------------------------------------------------------------------
+    def get_data(self, paths: Sequence[str], *, size_hint: int = 256) -> list[DataResult]:
+        """Read data and stat of every path; ``size_hint`` is the expected data size per node in bytes."""
+        if not paths:
+            return []
+        if self._multi_read_available():
+            try:
+                return self._run(GET_DATA_OPCODE, paths, _DATA_OVERHEAD + max(0, size_hint))
+            except UnimplementedError:
+                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
+        return self._singles(paths, self._client.get_async, DataResult, lambda value: DataResult(*value))
+
+    def get_children(self, paths: Sequence[str], *, size_hint: int = 256) -> list[ChildrenResult]:
+        """List the children of every path; ``size_hint`` is the expected serialized size of one list."""
+        if not paths:
+            return []
+        if self._multi_read_available():
+            try:
+                return self._run(GET_CHILDREN_OPCODE, paths, _CHILDREN_OVERHEAD + max(0, size_hint))
+            except UnimplementedError:
+                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
+        return self._singles(
+            paths, self._client.get_children_async, ChildrenResult, lambda value: ChildrenResult(list(value))
+        )
+
+    # -- multi-read ----------------------------------------------------------------------------------
+    def _full_path(self) -> Callable[[str], str]:
+        chroot = self._client.chroot or ""
+        if not chroot:
+            return lambda path: path
+        return lambda path: chroot if path == "/" else chroot + path
+
+    def _submit(self, request: _MultiReadRequest) -> Any:
+        result = self._client.handler.async_result()
+        self._client._call(request, result)  # kazoo has no public call for a custom request type
+        c = self.counters
+        c.requests += 1
+        c.ops += request.count
+        c.bytes_sent += len(request.payload) + 12  # + length prefix, xid, opcode
+        c.largest_request = max(c.largest_request, len(request.payload) + 12)
+        return result
+
+    def _receive(self, pending: Any, request: _MultiReadRequest, kind: int) -> tuple[list[Any], int]:
+        reply: _RawReply = pending.get(timeout=self.timeout)
+        size = len(reply.buffer)
+        self.counters.bytes_received += size
+        self.counters.largest_response = max(self.counters.largest_response, size)
+        return _parse_reply(reply, kind, request.count), size
+
+    def _run(self, kind: int, paths: Sequence[str], per_op_estimate: int) -> list[Any]:
+        n = len(paths)
+        full = self._full_path()
+        header = _HEADER_DATA if kind == GET_DATA_OPCODE else _HEADER_CHILDREN
+        overhead = _DATA_OVERHEAD if kind == GET_DATA_OPCODE else _CHILDREN_OVERHEAD
+        budget = self.max_batch_bytes - 64  # reply header, length prefix, done header
+        estimate = per_op_estimate
+        results: list[Any] = [None] * n
+        in_flight: deque[tuple[int, _MultiReadRequest, Any]] = deque()
+        pos = 0
+        while pos < n or in_flight:
+            while pos < n and len(in_flight) < self.max_in_flight:
+                start = pos
+                parts: list[bytes] = []
+                request_bytes = response_bytes = 0
+                while pos < n:
+                    encoded = full(paths[pos]).encode()
+                    op_bytes = 9 + 4 + len(encoded) + 1
+                    if pos > start and (request_bytes + op_bytes > budget or response_bytes + estimate > budget):
+                        break
+                    parts.append(header)
+                    parts.append(_INT.pack(len(encoded)))
+                    parts.append(encoded)
+                    parts.append(b"\x00")  # watch = false (ignored by the server anyway)
+                    request_bytes += op_bytes
+                    response_bytes += estimate
+                    pos += 1
+                parts.append(_DONE)
+                request = _MultiReadRequest(b"".join(parts), pos - start)
+                in_flight.append((start, request, self._submit(request)))
+            start, request, pending = in_flight.popleft()
+            chunk, reply_size = self._receive(pending, request, kind)
+            results[start : start + request.count] = chunk
+            # Learn the real per-op size so later chunks of this call stay under the budget.
+            estimate = max(estimate, reply_size // request.count + 1, overhead)
+        return results
+
+    def _multi_read_available(self) -> bool:
+        if self._supported is None:
+            self._probe()
+        return bool(self._supported)
+
+    def _probe(self) -> None:
+        root = self._full_path()("/").encode()
+        request = _MultiReadRequest(_HEADER_DATA + _INT.pack(len(root)) + root + b"\x00" + _DONE, 1)
+        try:
+            self._receive(self._submit(request), request, GET_DATA_OPCODE)
+        except UnimplementedError:
+            self._mark_unsupported("the server answered UNIMPLEMENTED")
+        except (ConnectionLoss, ConnectionClosedError):
+            # An old server may drop the connection on an unknown opcode; a flaky network may too.
+            self._probe_drops += 1
+            if self._probe_drops >= 2:
+                self._mark_unsupported("the connection dropped on two probes in a row")
+            else:
+                logger.info("multi-read probe lost its connection; using single reads for this call")
+        except ValueError as exc:
+            self._mark_unsupported(f"unreadable probe reply ({exc})")
+        else:
+            self._supported = True
+            logger.debug("ZooKeeper supports multi-read")
+
+    def _mark_unsupported(self, why: str) -> None:
+        if self._supported is not False:
+            logger.warning("ZooKeeper multi-read (OpCode 22) unavailable: %s; using pipelined single reads", why)
+        self._supported = False
+
+    # -- fallback: pipelined single requests -------------------------------------------------------
+    def _singles(
+        self,
+        paths: Sequence[str],
+        call: Callable[[str], Any],
+        result_type: Callable[..., Any],
+        convert: Callable[[Any], Any],
+    ) -> list[Any]:
+        n = len(paths)
+        results: list[Any] = [None] * n
+        window: deque[tuple[int, Any]] = deque()
+        pos = 0
+        while pos < n or window:
+            while pos < n and len(window) < self.single_window:
+                window.append((pos, call(paths[pos])))
+                pos += 1
+            index, pending = window.popleft()
+            try:
+                results[index] = convert(pending.get(timeout=self.timeout))
+            except _PER_PATH_ERRORS as exc:
+                results[index] = result_type(None, None, exc) if result_type is DataResult else result_type(None, exc)
+        self.counters.single_reads += n
+        return results

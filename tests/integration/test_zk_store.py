@@ -1,0 +1,530 @@
+"""ZkStore against a real ZooKeeper: Kafka's layout, epoch fencing, batching and per-partition results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
+
+from controller_core.errors import ControllerMovedError, ZkOperationError
+from controller_core.model import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from controller_core.ports import PartitionStateStore, ZkCode
+from controller_core.zk import codecs, paths
+from controller_core.zk.codecs import FeatureZNode, TopicAssignment
+from controller_core.zk.election import ControllerElection
+from controller_core.zk.store import ControllerEpoch, ZkStore
+from scripts.devservices import ZooKeeperServer, free_port
+from tests.support.zk import drop_connection, expire_session, wait_for
+
+pytestmark = pytest.mark.integration
+
+TP = TopicPartition
+
+
+@pytest.fixture
+def store(zk: KazooClient) -> ZkStore:
+    s = ZkStore(zk)
+    s.ensure_persistent_paths()
+    return s
+
+
+@pytest.fixture
+def controller(store: ZkStore) -> ControllerEpoch:
+    return store.register_controller_and_increment_epoch(1)
+
+
+def _client(hosts: str, timeout: float = 10.0) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=timeout)
+    client.start(timeout=15)
+    return client
+
+
+def _topic_with_states(
+    store: ZkStore, controller: ControllerEpoch, topic: str, partitions: int
+) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+    store.create_topic(topic, {p: [1, 2, 3] for p in range(partitions)})
+    states = {
+        TP(topic, p): LeaderIsrAndControllerEpoch(LeaderAndIsr(1 + p % 3, 0, (1, 2, 3)), controller.epoch)
+        for p in range(partitions)
+    }
+    assert set(store.create_partition_states(states, controller.epoch_zk_version).values()) == {ZkCode.OK}
+    return states
+
+
+# -- contract ----------------------------------------------------------------------------------------
+def test_it_implements_the_partition_state_store_port(store: ZkStore) -> None:
+    port: PartitionStateStore = store  # mypy checks the signatures; this checks it at runtime too
+    assert callable(port.update_leader_and_isr)
+
+
+def test_it_creates_kafkas_persistent_paths(zk: KazooClient, store: ZkStore) -> None:
+    for path in paths.PERSISTENT_PATHS:
+        assert zk.exists(path) is not None, path
+    store.ensure_persistent_paths()  # idempotent
+
+
+# -- election ----------------------------------------------------------------------------------------
+def test_the_first_controller_gets_epoch_1_at_zk_version_1(zk: KazooClient, store: ZkStore) -> None:
+    won = store.register_controller_and_increment_epoch(3, {"endpoint": "http://127.0.0.1:9000"})
+    assert won == ControllerEpoch(1, 1)
+    data, stat = zk.get(paths.CONTROLLER_PATH)
+    assert stat.ephemeralOwner == zk.client_id[0]
+    body = json.loads(data)
+    assert body["brokerid"] == 3 and body["version"] == 1 and body["endpoint"] == "http://127.0.0.1:9000"
+    assert isinstance(body["timestamp"], str)
+    assert zk.get(paths.CONTROLLER_EPOCH_PATH)[0] == b"1"
+    assert store.get_controller_id() == 3
+    assert store.get_controller_epoch() == ControllerEpoch(1, 1)
+
+
+def test_a_second_candidate_fails_while_the_first_holds_controller_then_wins_epoch_2(zk_chroot: str) -> None:
+    first, second = _client(zk_chroot, timeout=4.0), _client(zk_chroot)
+    try:
+        one = ControllerElection(first, 1, "http://one:9000")
+        two = ControllerElection(second, 2, "http://two:9000")
+        assert one.elect() == ControllerEpoch(1, 1)
+        assert two.elect() is None
+        with pytest.raises(ControllerMovedError, match="names broker 1"):
+            ZkStore(second).register_controller_and_increment_epoch(2)
+        assert ZkStore(second).get_controller_epoch() == ControllerEpoch(1, 1)  # the failed multi changed nothing
+
+        expire_session(first, zk_chroot)
+        wait_for(lambda: two.active_controller_id() is None, what="/controller to go with the session")
+        assert two.elect() == ControllerEpoch(2, 2)
+        current = two.current()
+        assert current is not None and current.broker_id == 2 and current.extra == {"endpoint": "http://two:9000"}
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_retried_election_is_confirmed_by_the_verification_path(zk: KazooClient, store: ZkStore) -> None:
+    won = store.register_controller_and_increment_epoch(1)
+    # As if our multi had been applied and then retried after a connection loss (reference §1.3 step 4).
+    assert store._verify_controller_registration(1, won.epoch) == won
+    with pytest.raises(ControllerMovedError):
+        store._verify_controller_registration(2, won.epoch)
+
+
+def test_resigning_deletes_controller_fenced_and_only_our_own(zk: KazooClient, store: ZkStore) -> None:
+    election = ControllerElection(zk, 1, store=store)
+    won = election.elect()
+    assert won is not None
+    assert ControllerElection(zk, 2, store=store).resign(won.epoch_zk_version) is False
+    zk.set(paths.CONTROLLER_EPOCH_PATH, b"9")  # another controller moved the epoch
+    assert election.resign(won.epoch_zk_version) is False
+    assert zk.exists(paths.CONTROLLER_PATH) is not None
+    assert election.resign(won.epoch_zk_version + 1) is True
+    assert zk.exists(paths.CONTROLLER_PATH) is None
+
+
+# -- fencing -----------------------------------------------------------------------------------------
+def test_a_write_fenced_by_a_bumped_epoch_fails_and_leaves_every_znode_untouched(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 4)
+    before = {tp: zk.get(paths.partition_state_path(tp)) for tp in states}
+    topic_before = zk.get(paths.topic_path("orders"))
+    zk.set(paths.CONTROLLER_EPOCH_PATH, b"2")  # a new controller was elected
+
+    new = {tp: LeaderAndIsr(2, 1, (2,), 0) for tp in states}
+    with pytest.raises(ControllerMovedError):
+        store.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        store.create_partition_states({TP("orders", 9): next(iter(states.values()))}, controller.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        store.set_topic_assignment("orders", None, {0: ReplicaAssignment((9,))}, controller.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        store.delete_topic_recursively("orders", controller.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        store.delete_controller(controller.epoch_zk_version)
+
+    assert {tp: zk.get(paths.partition_state_path(tp)) for tp in states} == before
+    assert zk.get(paths.topic_path("orders")) == topic_before
+    assert zk.exists(paths.partition_state_path(TP("orders", 9))) is None
+    assert zk.exists(paths.CONTROLLER_PATH) is not None
+
+
+def test_fenced_writes_reject_a_negative_epoch_version(store: ZkStore) -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        store.delete_controller(-1)
+
+
+# -- partition states --------------------------------------------------------------------------------
+def test_partition_states_round_trip_with_kafkas_json_and_versions(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 3)
+    raw, stat = zk.get(paths.partition_state_path(TP("orders", 1)))
+    assert json.loads(raw) == {"controller_epoch": 1, "leader": 2, "version": 1, "leader_epoch": 0, "isr": [1, 2, 3]}
+    assert stat.version == 0
+
+    reads = store.get_partition_states([*states, TP("orders", 7), TP("missing", 0)])
+    for tp, state in states.items():
+        assert reads[tp].code is ZkCode.OK and reads[tp].state == state
+    assert reads[TP("orders", 7)].code is ZkCode.NO_NODE and reads[TP("orders", 7)].state is None
+    assert reads[TP("missing", 0)].code is ZkCode.NO_NODE
+
+    again = store.create_partition_states(states, controller.epoch_zk_version)
+    assert set(again.values()) == {ZkCode.NODE_EXISTS}
+    missing_topic = store.create_partition_states(
+        {TP("ghost", 0): states[TP("orders", 0)]}, controller.epoch_zk_version
+    )
+    assert missing_topic == {TP("ghost", 0): ZkCode.NO_NODE}
+
+
+def test_an_unreadable_state_znode_is_reported_per_partition(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 2)
+    zk.set(paths.partition_state_path(TP("orders", 0)), b"garbage")
+    reads = store.get_partition_states(list(states))
+    assert reads[TP("orders", 0)].code is ZkCode.OTHER
+    assert reads[TP("orders", 1)].code is ZkCode.OK
+
+
+def test_a_stale_version_fails_only_its_own_partition_in_a_batched_write(
+    zk: KazooClient, zk_chroot: str, controller: ControllerEpoch
+) -> None:
+    # Small multis so that the batch spans many of them and stale partitions land in several.
+    store = ZkStore(zk, max_multi_bytes=20_000)
+    states = _topic_with_states(store, controller, "orders", 600)
+    stale = [TP("orders", p) for p in (0, 1, 150, 299, 300, 599)]
+    for tp in stale:  # someone else (a leader, pre-AlterIsr) wrote these state znodes meanwhile
+        zk.set(paths.partition_state_path(tp), zk.get(paths.partition_state_path(tp))[0])
+
+    store.reset_counters()
+    new = {tp: s.leader_and_isr.new_leader_and_isr(3, (3, 1)) for tp, s in states.items()}
+    result = store.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+
+    assert sorted(result.needs_retry) == sorted(stale)
+    assert len(result.finished) == 600 - len(stale)
+    for tp, written in result.finished.items():
+        assert written == LeaderAndIsr(3, 1, (3, 1), 1), tp
+    counters = store.counters()
+    assert counters.failed_ops == len(stale) and counters.multis > 10
+    reads = store.get_partition_states(list(states))
+    for tp in states:
+        state = reads[tp].state
+        assert state is not None
+        if tp in stale:
+            assert state.leader_and_isr == LeaderAndIsr(1 + tp.partition % 3, 0, (1, 2, 3), 1)
+        else:
+            assert state.leader_and_isr == LeaderAndIsr(3, 1, (3, 1), 1)
+
+    # The retry with the versions read again succeeds.
+    retry = {tp: reads[tp].state.leader_and_isr.new_leader(2) for tp in stale}  # type: ignore[union-attr]
+    again = store.update_leader_and_isr(retry, controller.epoch, controller.epoch_zk_version)
+    assert again.needs_retry == [] and all(isinstance(v, LeaderAndIsr) for v in again.finished.values())
+
+
+def test_a_missing_state_znode_finishes_with_an_error_not_a_retry(store: ZkStore, controller: ControllerEpoch) -> None:
+    _topic_with_states(store, controller, "orders", 1)
+    result = store.update_leader_and_isr(
+        {TP("orders", 0): LeaderAndIsr(1, 1, (1,), 0), TP("orders", 5): LeaderAndIsr(1, 1, (1,), 0)},
+        controller.epoch,
+        controller.epoch_zk_version,
+    )
+    assert result.needs_retry == []
+    assert isinstance(result.finished[TP("orders", 0)], LeaderAndIsr)
+    error = result.finished[TP("orders", 5)]
+    assert isinstance(error, ZkOperationError) and error.code == ZkCode.NO_NODE
+
+
+def test_a_connection_drop_in_the_middle_of_a_batch_loses_no_partition(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 3000)
+    new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
+    small = ZkStore(zk, max_multi_bytes=8192, max_in_flight=4)  # ~100 multis
+    commit = small._commit
+    sent: list[int] = []
+
+    def commit_then_drop(*args: Any) -> Any:
+        pending = commit(*args)
+        sent.append(1)
+        if len(sent) == 10:  # cut the connection with multis in flight, some of them already applied
+            drop_connection(zk)
+        return pending
+
+    monkeypatch.setattr(small, "_commit", commit_then_drop)
+    result = small.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+
+    # A multi whose reply was lost is replayed; if the first attempt had been applied, the replay's
+    # BADVERSION is recognised as our own write, so nothing needs a retry and nothing is written twice.
+    assert small.counters().connection_retries >= 1
+    assert result.needs_retry == [] and set(result.finished) == set(new)
+    wait_for(lambda: zk.connected, what="reconnection")
+    final = store.get_partition_states(list(new))
+    for tp, wanted in new.items():
+        state = final[tp].state
+        assert state is not None
+        outcome = result.finished[tp]
+        if isinstance(outcome, LeaderAndIsr):
+            assert outcome == state.leader_and_isr == LeaderAndIsr(wanted.leader, 1, (1, 2, 3), 1)
+        else:  # lost twice: unknown outcome, reported as such
+            assert isinstance(outcome, ZkOperationError) and outcome.code == ZkCode.CONNECTION_LOSS
+            assert state.leader_and_isr.zk_version in (0, 1)
+
+
+# -- batches bigger than ZooKeeper's 1 MB limit -------------------------------------------------------
+@dataclass(kw_only=True)
+class _KafkaDefaultZooKeeper(ZooKeeperServer):
+    """A server with ZooKeeper's (and Kafka's) default 1 MB ``jute.maxbuffer``."""
+
+    name: str = "zookeeper-1mb"
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.config_file.write_text(self.config_file.read_text().replace("jute.maxbuffer=4194304\n", ""))
+
+    def command(self) -> list[str]:
+        return [arg for arg in super().command() if not arg.startswith("-Djute.maxbuffer")]
+
+
+@pytest.fixture(scope="module")
+def small_buffer_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = _KafkaDefaultZooKeeper(host="127.0.0.1", port=free_port(), base_dir=Path(tmp_path_factory.mktemp("zk1mb")))
+    server.start()
+    try:
+        yield server.connect_string
+    finally:
+        server.stop()
+
+
+def test_batches_bigger_than_1mb_are_chunked_for_a_1mb_jute_maxbuffer_server(small_buffer_zk: str) -> None:
+    client = _client(small_buffer_zk)
+    try:
+        raw = client.transaction()
+        for i in range(2500):
+            raw.create(f"/too-big-{i}", b"x" * 500)
+        with pytest.raises(ConnectionLoss):  # proof that this server enforces 1 MB: it drops us
+            raw.commit()
+        wait_for(lambda: client.connected, what="reconnection")
+
+        store = ZkStore(client)
+        store.ensure_persistent_paths()
+        controller = store.register_controller_and_increment_epoch(1)
+        topic_states = {}
+        for t in range(4):
+            topic_states.update(_topic_with_states(store, controller, f"topic-{t}", 5000))
+        c = store.counters()
+        assert c.largest_multi_bytes <= 128_000 and c.multis >= 40  # 20k states + 20k parents: ~ 6 MB
+
+        reads = store.get_partition_states(list(topic_states))
+        assert all(r.code is ZkCode.OK for r in reads.values())
+        assert store.reader.supported is True
+        assert store.reader.counters.largest_response < 1_000_000
+        assert store.reader.counters.requests >= 4
+
+        new = {tp: r.state.leader_and_isr.new_epoch() for tp, r in reads.items() if r.state is not None}
+        result = store.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+        assert len(result.finished) == 20_000 and not result.needs_retry
+        store.delete_topics_recursively([f"topic-{t}" for t in range(4)], controller.epoch_zk_version)
+        assert store.get_all_topics() == set()
+    finally:
+        client.stop()
+
+
+# -- brokers -----------------------------------------------------------------------------------------
+def _registration(broker_id: int, port: int = 9092) -> BrokerRegistration:
+    return BrokerRegistration(
+        id=broker_id,
+        endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", port), EndPoint("CONTROL", "127.0.0.1", port + 1)),
+        rack="r1",
+        features={"f": (0, 1)},
+    )
+
+
+def test_broker_registration_uses_czxid_as_the_broker_epoch(zk: KazooClient, store: ZkStore) -> None:
+    epoch = store.register_broker(_registration(1))
+    _, stat = zk.get(paths.broker_id_path(1))
+    assert epoch == stat.czxid and stat.ephemeralOwner == zk.client_id[0]
+    store.register_broker(_registration(2, 9192))
+    brokers = store.get_all_broker_registrations()
+    assert sorted(brokers) == [1, 2]
+    assert brokers[1].epoch == epoch and brokers[1].endpoint("control") == EndPoint("CONTROL", "127.0.0.1", 9093)
+    assert brokers[2].rack == "r1" and brokers[2].features == {"f": (0, 1)}
+    assert store.get_broker_registration(1) == brokers[1]
+    assert store.get_broker_registration(7) is None
+    assert store.get_broker_ids() == [1, 2]
+
+
+def test_broker_registration_node_exists_semantics(zk_chroot: str) -> None:
+    first, second = _client(zk_chroot, timeout=4.0), _client(zk_chroot)
+    try:
+        mine, theirs = ZkStore(first), ZkStore(second)
+        mine.ensure_persistent_paths()
+        epoch = mine.register_broker(_registration(1))
+        assert mine.register_broker(_registration(1)) == epoch  # same session: fine, same epoch
+        with pytest.raises(ZkOperationError, match="already registered by another session") as err:
+            theirs.register_broker(_registration(1))
+        assert err.value.code == ZkCode.NODE_EXISTS
+
+        expire_session(first, zk_chroot)
+        wait_for(lambda: second.exists(paths.broker_id_path(1)) is None, what="ephemeral gone")
+        wait_for(lambda: first.connected, what="new session")
+        new_epoch = mine.register_broker(_registration(1))  # re-registration after expiry: new epoch
+        assert new_epoch > epoch
+    finally:
+        first.stop()
+        second.stop()
+
+
+# -- topics ------------------------------------------------------------------------------------------
+def test_topics_round_trip_in_kafkas_format(zk: KazooClient, store: ZkStore, controller: ControllerEpoch) -> None:
+    store.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"unclean.leader.election.enable": "true"})
+    store.create_topic("audit", {0: [1, 2]}, topic_id="Vx3tYpc3QyKZ1nF2t4mHkQ")
+    assert json.loads(zk.get(paths.topic_path("orders"))[0]) == {
+        "version": 3,
+        "partitions": {"0": [1, 2], "1": [2, 1]},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    assert store.get_all_topics() == {"orders", "audit"}
+    assignments = store.get_replica_assignments(["orders", "audit", "ghost"])
+    assert assignments == {
+        "orders": TopicAssignment(None, {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1))}),
+        "audit": TopicAssignment("Vx3tYpc3QyKZ1nF2t4mHkQ", {0: ReplicaAssignment((1, 2))}),
+    }
+    assert store.get_topic_configs(["orders", "audit", "ghost"]) == {
+        "orders": {"unclean.leader.election.enable": "true"},
+        "audit": {},
+        "ghost": {},
+    }
+
+    moving = {0: ReplicaAssignment((1, 2)).reassign_to((3, 1)), 1: ReplicaAssignment((2, 1))}
+    store.set_topic_assignment("orders", "new-id", moving, controller.epoch_zk_version)
+    assert store.get_replica_assignments(["orders"])["orders"] == TopicAssignment("new-id", moving)
+    with pytest.raises(ZkOperationError) as err:
+        store.set_topic_assignment("ghost", None, moving, controller.epoch_zk_version)
+    assert err.value.code == ZkCode.NO_NODE
+
+
+def test_creating_a_topic_validates_and_refuses_duplicates(store: ZkStore) -> None:
+    store.create_topic("orders", {0: [1, 2]})
+    with pytest.raises(ZkOperationError, match="already exists"):
+        store.create_topic("orders", {0: [1, 2]})
+    for name, assignment, message in [
+        ("bad name", {0: [1]}, "characters"),
+        ("t", {}, "at least one partition"),
+        ("t", {1: [1]}, "numbered 0..0"),
+        ("t", {0: [1, 1]}, "duplicate"),
+        ("t", {0: [1, 2], 1: [1]}, "same number of replicas"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            store.create_topic(name, assignment)
+
+
+def test_set_topic_config_writes_a_change_notification(zk: KazooClient, store: ZkStore) -> None:
+    store.set_topic_config("orders", {"retention.ms": "1000"})
+    assert store.get_topic_configs(["orders"]) == {"orders": {"retention.ms": "1000"}}
+    (change,) = zk.get_children(paths.CONFIG_CHANGES_PATH)
+    assert change.startswith("config_change_")
+    assert json.loads(zk.get(f"{paths.CONFIG_CHANGES_PATH}/{change}")[0]) == {
+        "version": 2,
+        "entity_path": "topics/orders",
+    }
+
+
+def test_topic_deletion_removes_everything_children_first_and_fenced(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    _topic_with_states(store, controller, "orders", 3)
+    _topic_with_states(store, controller, "kept", 1)
+    store.mark_topic_for_deletion("orders")
+    with pytest.raises(ZkOperationError, match="already marked"):
+        store.mark_topic_for_deletion("orders")
+    with pytest.raises(ZkOperationError, match="does not exist"):
+        store.mark_topic_for_deletion("ghost")
+    assert store.get_topic_deletions() == ["orders"]
+    assert store.get_partition_znode_ids(["orders", "ghost"]) == {"orders": {0, 1, 2}, "ghost": set()}
+
+    store.delete_topic_recursively("orders", controller.epoch_zk_version)
+    store.delete_topic_configs(["orders", "ghost"], controller.epoch_zk_version)
+    store.delete_topic_deletions(["orders"], controller.epoch_zk_version)
+    assert zk.exists(paths.topic_path("orders")) is None
+    assert zk.exists(paths.topic_config_path("orders")) is None
+    assert store.get_topic_deletions() == []
+    assert store.get_all_topics() == {"kept"}
+    store.delete_topic_recursively("orders", controller.epoch_zk_version)  # already gone: fine
+
+
+# -- admin znodes and notifications ------------------------------------------------------------------
+def test_reassignment_request_round_trip_and_fenced_updates(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    assert store.get_partition_reassignment() is None
+    store.create_partition_reassignment_request({TP("foo", 0): [1, 2], TP("foo", 1): [2, 3]})
+    assert zk.get(paths.REASSIGN_PARTITIONS_PATH)[0] == (
+        b'{"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[1,2]},'
+        b'{"topic":"foo","partition":1,"replicas":[2,3]}]}'
+    )
+    with pytest.raises(ZkOperationError, match="already pending"):
+        store.create_partition_reassignment_request({TP("foo", 0): [1]})
+    assert store.get_partition_reassignment() == {TP("foo", 0): (1, 2), TP("foo", 1): (2, 3)}
+
+    store.set_partition_reassignment({TP("foo", 1): [2, 3]}, controller.epoch_zk_version)
+    assert store.get_partition_reassignment() == {TP("foo", 1): (2, 3)}
+    assert store.delete_partition_reassignment(controller.epoch_zk_version) is True
+    assert store.delete_partition_reassignment(controller.epoch_zk_version) is False
+    store.set_partition_reassignment({TP("foo", 2): [1]}, controller.epoch_zk_version)  # creates when absent
+    assert store.get_partition_reassignment() == {TP("foo", 2): (1,)}
+
+    zk.set(paths.REASSIGN_PARTITIONS_PATH, b"not json")
+    assert store.get_partition_reassignment() == {}
+
+
+def test_preferred_replica_election_request_round_trip(store: ZkStore, controller: ControllerEpoch) -> None:
+    assert store.get_preferred_replica_election() is None
+    store.create_preferred_replica_election_request([TP("t", 0), TP("t", 1)])
+    with pytest.raises(ZkOperationError, match="already in progress"):
+        store.create_preferred_replica_election_request([TP("t", 0)])
+    assert store.get_preferred_replica_election() == {TP("t", 0), TP("t", 1)}
+    assert store.delete_preferred_replica_election(controller.epoch_zk_version) is True
+    assert store.get_preferred_replica_election() is None
+
+
+def test_isr_change_and_log_dir_notifications_are_read_in_order_and_deleted_fenced(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    first = store.create_isr_change_notification([TP("a", 0), TP("b", 0)])
+    second = store.create_isr_change_notification([TP("a", 0)])
+    zk.create(f"{paths.ISR_CHANGE_NOTIFICATION_PATH}/isr_change_", b"junk", sequence=True)
+    names = store.get_isr_change_notification_names()
+    assert names[:2] == [first, second] and first == "isr_change_0000000000"
+    assert store.get_isr_change_notifications([*names, "isr_change_0000000099"]) == {
+        first: {TP("a", 0), TP("b", 0)},
+        second: {TP("a", 0)},
+    }
+    store.delete_isr_change_notifications([*names, "isr_change_0000000099"], controller.epoch_zk_version)
+    assert store.get_isr_change_notification_names() == []
+
+    event = store.create_log_dir_event_notification(3)
+    assert event.startswith("log_dir_event_")
+    assert store.get_log_dir_event_broker_ids(store.get_log_dir_event_notification_names()) == {event: 3}
+    store.delete_log_dir_event_notifications([event], controller.epoch_zk_version)
+    assert store.get_log_dir_event_notification_names() == []
+
+
+def test_feature_and_cluster_id_znodes(store: ZkStore, controller: ControllerEpoch) -> None:
+    assert store.get_feature_znode() is None
+    store.set_feature_znode(FeatureZNode(True, {"f": (1, 2)}), controller.epoch_zk_version)
+    store.set_feature_znode(FeatureZNode(True, {"f": (1, 3)}), controller.epoch_zk_version)
+    assert store.get_feature_znode() == FeatureZNode(True, {"f": (1, 3)})
+    cluster_id = store.get_or_create_cluster_id()
+    assert store.get_or_create_cluster_id("other") == cluster_id
+    assert codecs.decode_cluster_id(store.client.get(paths.CLUSTER_ID_PATH)[0]) == cluster_id
