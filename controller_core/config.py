@@ -1,0 +1,35 @@
+"""Controller settings, with Kafka's names and defaults (reference §11).
+
+Frozen, so that every collaborator sees the same values for the life of a controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    controller_id: int
+    zookeeper_connect: str
+    zookeeper_session_timeout_s: float = 10.0
+    #: host:port the controller's API (AlterIsr, ControlledShutdown) listens on; port 0 = any free port.
+    api_host: str = "127.0.0.1"
+    api_port: int = 0
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: float = 300.0
+    #: Kafka schedules the first rebalance check 5 s after failover.
+    first_rebalance_delay_seconds: float = 5.0
+    unclean_leader_election_enable: bool = False
+    delete_topic_enable: bool = True
+    #: Use multi-ops for partition-state writes (off only for the "unbatched" benchmark baseline).
+    batched_writes: bool = True
+
+    def __post_init__(self) -> None:
+        if self.controller_id < 0:
+            raise ValueError(f"controller id must be >= 0, got {self.controller_id}")
+        if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
+            raise ValueError("leader.imbalance.per.broker.percentage must be within 0..100")
+        if self.leader_imbalance_check_interval_seconds <= 0:
+            raise ValueError("leader.imbalance.check.interval.seconds must be positive")

@@ -1,0 +1,1077 @@
+"""The controller: election, failover, resignation and the handling of every controller event.
+
+This is Kafka's ``KafkaController`` re-implemented with the same order of operations
+(reference §7 to §10), split so that this module only dispatches and sequences:
+
+* ``process`` receives every event on the single event thread (``event_manager``) and sends it to
+  one ``_on_<event>`` method; ``ControllerMovedError`` is answered in one place, by resigning.
+* the state machines (``replica_state_machine``, ``partition_state_machine``) do the transitions,
+  ``reassignment`` and ``topic_deletion`` the two long-running procedures;
+* ZooKeeper is reached only through the store (fenced, batched writes) and the watch registry
+  (one-shot watches re-armed on every read, callbacks that only enqueue).
+
+Controller candidates here are processes of their own (Celery workers with the controller role or
+``manage.py run_controller``), not brokers: ``/controller``'s ``brokerid`` is the candidate's id,
+and an extra ``endpoint`` key tells brokers where to send AlterIsr and ControlledShutdown.
+
+Session handling: on SUSPENDED the event thread stops taking events until the connection returns
+(nothing is acted on while leadership may not hold); on LOST every queued event is preempted, the
+controller resigns, and once kazoo has a new session it re-arms its watch and competes again.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from controller_core.config import ControllerConfig
+from controller_core.context import ControllerContext
+from controller_core.controller_state import ControllerState
+from controller_core.election import ControlledShutdownStrategy, OfflineStrategy, PreferredStrategy
+from controller_core.errors import (
+    BrokerNotAvailableError,
+    ControllerMovedError,
+    IllegalStateError,
+    StaleBrokerEpochError,
+    StateChangeFailedError,
+)
+from controller_core.event_manager import ControllerEventManager
+from controller_core.events import (
+    AlterIsrReceived,
+    AutoPreferredReplicaLeaderElection,
+    BrokerChange,
+    BrokerModifications,
+    ControlledShutdown,
+    ControllerChange,
+    ControllerEvent,
+    ElectionTrigger,
+    ElectionType,
+    Expire,
+    IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
+    PartitionModifications,
+    PartitionReassignmentIsrChange,
+    Probe,
+    Reconnected,
+    Reelect,
+    RegisterAndReelect,
+    ReplicaLeaderElection,
+    ShutdownEventThread,
+    Startup,
+    Suspend,
+    TopicChange,
+    TopicConfigChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
+    ZkPartitionReassignment,
+)
+from controller_core.model import (
+    BrokerRegistration,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from controller_core.partition_state_machine import PartitionStateMachine, parse_config_bool
+from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
+from controller_core.reassignment import ReassignmentManager
+from controller_core.replica_state_machine import ReplicaStateMachine
+from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.requests import ErrorCode
+from controller_core.state_change_log import StateChangeLogger
+from controller_core.states import PartitionState, ReplicaState
+from controller_core.topic_deletion import TopicDeletionManager
+from controller_core.zk import paths
+from controller_core.zk.store import ZkStore
+from controller_core.zk.watchers import WatchEvent, WatchEventType, WatchRegistry
+
+logger = logging.getLogger(__name__)
+
+_R = ReplicaState
+_P = PartitionState
+
+
+class BrokerChannel(RequestTransport, Protocol):
+    """The controller-to-broker channel (``channel_manager.ControllerChannelManager``)."""
+
+    def add_broker(self, broker: BrokerRegistration) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _ChannelTransport:
+    """The transport the request batches hold: forwards to the channel of the current term.
+
+    The channel is created at failover and torn down at resignation; the batches are created once.
+    """
+
+    def __init__(self) -> None:
+        self.channel: BrokerChannel | None = None
+
+    def send(self, broker_id: int, request: Any, callback: Callable[[Any], None] | None = None) -> None:
+        if self.channel is None:
+            logger.warning("dropping %s for broker %d: not the active controller", type(request).__name__, broker_id)
+            return
+        self.channel.send(broker_id, request, callback)
+
+
+class Controller:
+    """One controller candidate. ``start()`` competes for ``/controller``; ``shutdown()`` leaves.
+
+    Example::
+
+        controller = Controller(config, client, store, channel_factory=lambda: ControllerChannelManager(...),
+                                sink=JsonLinesDailySink(log_dir))
+        controller.start()
+        ...
+        controller.shutdown()
+    """
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        client: Any,
+        store: ZkStore,
+        channel_factory: Callable[[], BrokerChannel],
+        sink: StateChangeSink,
+        *,
+        endpoint: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.store = store
+        self.endpoint = endpoint
+        self.ctx = ControllerContext(config.controller_id)
+        self.scl = StateChangeLogger.for_context(self.ctx, sink, clock)
+        self.events = ControllerEventManager(self.process, name=f"controller-{config.controller_id}-events")
+        self.watches = WatchRegistry(client, self._enqueue)
+        self._channel_factory = channel_factory
+        self._transport = _ChannelTransport()
+        self.replica_batch = self._new_batch()
+        self.partition_batch = self._new_batch()
+        self.batch = self._new_batch()
+        self.replica_sm = ReplicaStateMachine(self.ctx, store, self.replica_batch, self.scl)
+        self.partition_sm = PartitionStateMachine(
+            self.ctx,
+            store,
+            self.partition_batch,
+            self.scl,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+        )
+        self.deletion = TopicDeletionManager(self)
+        self.reassignment = ReassignmentManager(self)
+        self.active_controller_id = -1
+        self.failover_count = 0
+        self.last_failover_ms: float | None = None
+        self._clock = clock
+        self._connected = threading.Event()
+        self._connected.set()
+        self._session_lost = False
+        self._rebalance_timer: threading.Timer | None = None
+        self._started = False
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def _new_batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(
+            self.ctx,
+            self._transport,
+            self.scl,
+            on_leader_and_isr_response=self._enqueue_response,
+            on_stop_replica_response=self._on_stop_replica_response,
+        )
+
+    def _enqueue(self, event: Any) -> None:
+        self.events.put(event)
+
+    def _enqueue_response(self, broker_id: int, response: Any) -> None:
+        self.events.put(LeaderAndIsrResponseReceived(broker_id, response))
+
+    def _on_stop_replica_response(
+        self, broker_id: int, top_level_error: ErrorCode, partition_errors: Mapping[TopicPartition, ErrorCode]
+    ) -> None:
+        # Runs on a channel sender thread: only enqueue.
+        self.events.put(
+            TopicDeletionStopReplicaResponseReceived(
+                broker_id, int(top_level_error), {tp: int(err) for tp, err in partition_errors.items()}
+            )
+        )
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.config.controller_id
+
+    # -- lifecycle (any thread) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the event thread and compete for leadership (Kafka's ``startup``)."""
+        if self._started:
+            return
+        self._started = True
+        self.client.add_listener(self._on_session_state)
+        self.events.start()
+        self.events.put(Startup())
+
+    def shutdown(self) -> None:
+        """Preempt queued events, stop the event thread, then resign (Kafka's §7.8)."""
+        if not self._started:
+            return
+        self._started = False
+        self.client.remove_listener(self._on_session_state)
+        self.events.close()
+        self._resign(delete_controller_znode=True)
+
+    def _on_session_state(self, state: str) -> None:
+        """kazoo's connection listener: must not block, only flips flags and enqueues."""
+        if state == "SUSPENDED":
+            self._connected.clear()
+            self.events.put(Suspend())
+        elif state == "LOST":
+            self._session_lost = True
+            self._connected.set()  # let a blocked event run into the Expire handling
+            self.events.clear_and_put(Expire())
+        elif state == "CONNECTED":
+            was_lost = self._session_lost
+            self._session_lost = False
+            self._connected.set()
+            self.events.put(RegisterAndReelect() if was_lost else Reconnected())
+
+    def run_on_event_thread(self, action: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """Run ``action`` on the event thread and return its result (status queries, tests)."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = action()
+            except Exception as exc:
+                box["error"] = exc
+            finally:
+                done.set()
+
+        self.events.put(Probe(run))
+        if not done.wait(timeout):
+            raise TimeoutError("the controller's event thread did not answer")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    # -- the event thread ---------------------------------------------------------------------
+
+    _CONNECTION_EVENTS = (Expire, Suspend, Reconnected, RegisterAndReelect, ShutdownEventThread, Probe)
+
+    def process(self, event: ControllerEvent) -> None:
+        """Handle one event (event thread only)."""
+        if not isinstance(event, self._CONNECTION_EVENTS):
+            # While the connection is suspended, leadership may not hold: act on nothing.
+            while not self._connected.wait(0.5):
+                if not self._started:
+                    return
+            if self._session_lost:
+                return
+        handler = getattr(self, f"_on_{_snake(type(event).__name__)}", None)
+        if handler is None:
+            logger.warning("no handler for %s", type(event).__name__)
+            return
+        try:
+            with self.scl.caused_by(type(event).__name__):
+                handler(event)
+        except ControllerMovedError:
+            logger.info("controller %d moved: another controller was elected", self.config.controller_id)
+            self._maybe_resign()
+        except IllegalStateError:
+            logger.exception("illegal state handling %s; moving the controller", type(event).__name__)
+            self._handle_illegal_state()
+        except Exception:
+            logger.exception("error handling %s", type(event).__name__)
+        finally:
+            self.scl.flush()
+
+    # -- election and resignation (§1.3, §7.4) ---------------------------------------------------
+
+    def _on_startup(self, event: Startup) -> None:
+        self.watches.watch_node(paths.CONTROLLER_PATH, _controller_event)
+        self._elect()
+
+    def _on_controller_change(self, event: ControllerChange) -> None:
+        self._maybe_resign()
+
+    def _on_reelect(self, event: Reelect) -> None:
+        self._maybe_resign()
+        self._elect()
+
+    def _on_expire(self, event: Expire) -> None:
+        self.active_controller_id = -1
+        self._resign(delete_controller_znode=False)
+
+    def _on_suspend(self, event: Suspend) -> None:
+        logger.warning("ZooKeeper connection suspended: controller %d stops acting", self.config.controller_id)
+
+    def _on_reconnected(self, event: Reconnected) -> None:
+        # Same session: our ephemeral /controller survived if we held it; re-check anyway.
+        self._maybe_resign()
+        if self.active_controller_id == -1:
+            self._elect()
+
+    def _on_register_and_reelect(self, event: RegisterAndReelect) -> None:
+        self.watches.watch_node(paths.CONTROLLER_PATH, _controller_event)
+        self._maybe_resign()
+        self._elect()
+
+    def _on_probe(self, event: Probe) -> None:
+        event.action()
+
+    def _on_shutdown_event_thread(self, event: ShutdownEventThread) -> None:
+        pass
+
+    def _elect(self) -> None:
+        current = self.store.get_controller_id()
+        self.active_controller_id = -1 if current is None else current
+        if current is not None:
+            logger.info("controller %d is active; %d stands by", current, self.config.controller_id)
+            return
+        extra = {"endpoint": self.endpoint} if self.endpoint else {}
+        elected_at = self._clock()
+        try:
+            epoch, epoch_zk_version = self.store.register_controller_and_increment_epoch(
+                self.config.controller_id, extra
+            )
+        except ControllerMovedError:
+            logger.info("controller %d lost the election", self.config.controller_id)
+            self._maybe_resign()
+            return
+        except Exception:
+            logger.exception("election failed; moving the controller")
+            self._trigger_controller_move()
+            return
+        self.ctx.epoch = epoch
+        self.ctx.epoch_zk_version = epoch_zk_version
+        self.active_controller_id = self.config.controller_id
+        logger.info("controller %d elected with epoch %d", self.config.controller_id, epoch)
+        self._on_controller_failover(elected_at)
+
+    def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        current = self.store.get_controller_id()
+        self.active_controller_id = -1 if current is None else current
+        if was_active and not self.is_active:
+            self._resign(delete_controller_znode=False)
+
+    def _trigger_controller_move(self) -> None:
+        current = self.store.get_controller_id()
+        if current != self.config.controller_id:
+            logger.warning("controller move requested but %s holds /controller", current)
+            return
+        self.active_controller_id = -1
+        self._resign(delete_controller_znode=True)
+
+    def _handle_illegal_state(self) -> None:
+        for batch in (self.batch, self.replica_batch, self.partition_batch):
+            batch.clear()
+        self._trigger_controller_move()
+
+    def _resign(self, delete_controller_znode: bool) -> None:
+        """Kafka's ``onControllerResignation``: drop watches, timers, channel and context."""
+        epoch, epoch_zk_version = self.ctx.epoch, self.ctx.epoch_zk_version
+        was_leading = epoch_zk_version > 0
+        self._cancel_rebalance()
+        self.watches.unregister_all(keep=(paths.CONTROLLER_PATH,))
+        channel = self._transport.channel
+        self._transport.channel = None
+        if channel is not None:
+            channel.shutdown()
+        for batch in (self.batch, self.replica_batch, self.partition_batch):
+            batch.clear()
+        if was_leading:
+            self.scl.record("resignation", controller_epoch_resigned=epoch)
+            self.scl.flush()
+        self.ctx.reset()
+        self.reassignment.reset()
+        if delete_controller_znode and was_leading:
+            try:
+                self.store.delete_controller(epoch_zk_version)
+            except ControllerMovedError:
+                logger.warning("not deleting /controller: another controller was elected")
+            except Exception as exc:
+                logger.warning("could not delete /controller: %s", exc)
+        if was_leading:
+            logger.info("controller %d resigned (epoch %d)", self.config.controller_id, epoch)
+
+    # -- failover (§7.5) -----------------------------------------------------------------------
+
+    def _on_controller_failover(self, elected_at: float) -> None:
+        started = time.perf_counter()
+        self.failover_count += 1
+        self.store.ensure_persistent_paths()
+        w = self.watches
+        w.watch_children(paths.BROKER_IDS_PATH, lambda e: BrokerChange())
+        w.watch_children(paths.TOPICS_PATH, lambda e: TopicChange())
+        w.watch_children(paths.DELETE_TOPICS_PATH, lambda e: TopicDeletion())
+        w.watch_children(paths.LOG_DIR_EVENT_NOTIFICATION_PATH, lambda e: LogDirEventNotification())
+        w.watch_children(paths.ISR_CHANGE_NOTIFICATION_PATH, lambda e: IsrChangeNotification())
+        w.watch_node(paths.PREFERRED_REPLICA_ELECTION_PATH, _on_created(_preferred_election_from_zk))
+        w.watch_node(paths.REASSIGN_PARTITIONS_PATH, _on_created(ZkPartitionReassignment))
+        zkv = self.ctx.epoch_zk_version
+        self.store.delete_log_dir_event_notifications(self.store.get_log_dir_event_notification_names(), zkv)
+        self.store.delete_isr_change_notifications(self.store.get_isr_change_notification_names(), zkv)
+        self._initialize_controller_context()
+
+        topics_to_delete = set(self.store.get_topic_deletions())
+        ineligible = {
+            t
+            for t in topics_to_delete
+            if any(not self.ctx.is_replica_online(r.replica, r.topic_partition) for r in self.ctx.replicas_for_topic(t))
+        } | {tp.topic for tp in self.ctx.partitions_being_reassigned}
+        self.deletion.init(topics_to_delete, ineligible)
+
+        self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
+        self.replica_sm.startup()
+        self.partition_sm.startup()
+        self.reassignment.initialize()
+        self.deletion.try_topic_deletion()
+        pending = self.store.get_preferred_replica_election()
+        if pending:
+            self._on_replica_leader_election(ReplicaLeaderElection(frozenset(pending)))
+        if self.config.auto_leader_rebalance_enable:
+            self._schedule_rebalance(self.config.first_rebalance_delay_seconds)
+        # The context is long-lived: keep the collector from rescanning it on every allocation burst.
+        gc.collect()
+        gc.freeze()
+        self.last_failover_ms = (time.perf_counter() - started) * 1000
+        self.scl.record(
+            "failover",
+            elected_at_ms=elected_at * 1000,
+            completed_at_ms=self._clock() * 1000,
+            duration_ms=self.last_failover_ms,
+            live_brokers=sorted(self.ctx.live_broker_ids),
+            partitions=self.ctx.partition_count,
+            endpoint=self.endpoint,
+        )
+        self._record_state_snapshot()
+        logger.info(
+            "controller %d failover done in %.0f ms: %d brokers, %d topics, %d partitions",
+            self.config.controller_id,
+            self.last_failover_ms,
+            len(self.ctx.live_or_shutting_down_broker_ids),
+            len(self.ctx.all_topics),
+            self.ctx.partition_count,
+        )
+
+    def _initialize_controller_context(self) -> None:
+        brokers = list(self.store.get_all_broker_registrations().values())
+        self.ctx.set_live_brokers(brokers)
+        topics = self.store.get_all_topics()
+        self.ctx.set_all_topics(topics)
+        for topic in topics:
+            self._watch_topic(topic)
+        assignments = self.store.get_replica_assignments(topics)
+        self._store_assignments(assignments)
+        self.ctx.clear_partition_leadership_info()
+        self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
+        for broker in brokers:
+            self._watch_broker(broker.id)
+        self._refresh_leadership(self.ctx.all_partitions())
+        channel = self._channel_factory()
+        for broker in brokers:
+            channel.add_broker(broker)
+        self._transport.channel = channel
+
+    def _store_assignments(self, assignments: Mapping[str, Any]) -> None:
+        for topic, assignment in assignments.items():
+            if assignment.topic_id:
+                self.ctx.add_topic_id(topic, assignment.topic_id)
+            for partition, replicas in assignment.partitions.items():
+                tp = TopicPartition(topic, partition)
+                self.ctx.update_partition_full_replica_assignment(tp, replicas)
+                if replicas.is_being_reassigned:
+                    self.ctx.partitions_being_reassigned.add(tp)
+
+    def _refresh_leadership(self, partitions: Sequence[TopicPartition]) -> None:
+        """Read state znodes into the leadership cache (bulk)."""
+        for tp, read in self.store.get_partition_states(partitions).items():
+            if read.code is ZkCode.OK and read.state is not None:
+                self.ctx.put_partition_leadership_info(tp, read.state)
+
+    def _record_state_snapshot(self) -> None:
+        """Full partition and replica states, so readers that start late can rebuild everything."""
+        partition_states: dict[str, list[str]] = {}
+        for tp, p_state in self.ctx.partition_states.items():
+            partition_states.setdefault(p_state.value, []).append(f"{tp.topic}-{tp.partition}")
+        replica_states: dict[str, list[str]] = {}
+        for replica, r_state in self.ctx.iter_replica_states():
+            rtp = replica.topic_partition
+            replica_states.setdefault(r_state.value, []).append(f"{rtp.topic}-{rtp.partition}@{replica.replica}")
+        self.scl.record("state_snapshot", partition_states=partition_states, replica_states=replica_states)
+
+    # -- brokers (§8.1 to §8.3) ----------------------------------------------------------------
+
+    def _on_broker_change(self, event: BrokerChange) -> None:
+        if not self.is_active:
+            return
+        registered = self.store.get_all_broker_registrations()
+        known = self.ctx.live_or_shutting_down_broker_ids
+        new_ids = sorted(set(registered) - known)
+        dead_ids = sorted(known - set(registered))
+        bounced_ids = sorted(
+            b for b in set(registered) & known if registered[b].epoch > (self.ctx.broker_epoch(b) or -1)
+        )
+        channel = self._transport.channel
+        if channel is not None:
+            for b in new_ids:
+                channel.add_broker(registered[b])
+            for b in bounced_ids:
+                channel.remove_broker(b)
+                channel.add_broker(registered[b])
+            for b in dead_ids:
+                channel.remove_broker(b)
+        self.scl.record("broker_change", new_brokers=new_ids, dead_brokers=dead_ids, bounced_brokers=bounced_ids)
+        if new_ids:
+            self.ctx.add_live_brokers(registered[b] for b in new_ids)
+            self._on_broker_startup(new_ids)
+        if bounced_ids:
+            self.ctx.remove_live_brokers(bounced_ids)
+            self._on_broker_failure(bounced_ids)
+            self.ctx.add_live_brokers(registered[b] for b in bounced_ids)
+            self._on_broker_startup(bounced_ids)
+        if dead_ids:
+            self.ctx.remove_live_brokers(dead_ids)
+            self._on_broker_failure(dead_ids)
+
+    def _on_broker_modifications(self, event: BrokerModifications) -> None:
+        if not self.is_active:
+            return
+        current = self.store.get_broker_registration(event.broker_id)
+        cached = self.ctx.live_or_shutting_down_broker(event.broker_id)
+        if current is None or cached is None:
+            return
+        if current.endpoints != cached.endpoints or current.features != cached.features:
+            self.ctx.update_broker_metadata(current)
+            channel = self._transport.channel
+            if channel is not None:
+                channel.remove_broker(current.id)
+                channel.add_broker(current)
+            self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
+
+    def _on_broker_startup(self, new_brokers: Sequence[int]) -> None:
+        new_set = set(new_brokers)
+        self.ctx.clear_replicas_on_offline_dirs(new_brokers)
+        existing = self.ctx.live_or_shutting_down_broker_ids - new_set
+        self._send_update_metadata(existing, ())
+        self._send_update_metadata(new_set, self.ctx.partitions_with_leaders())
+        replicas = self.ctx.replicas_on_brokers(new_brokers)
+        self.replica_sm.handle_state_changes(replicas, _R.ONLINE)
+        self.partition_sm.trigger_online_partition_state_change()
+        for tp in list(self.ctx.partitions_being_reassigned):
+            if new_set & set(self.ctx.partition_full_replica_assignment(tp).target_replicas):
+                self.reassignment.on_partition_reassignment(tp, self.ctx.partition_full_replica_assignment(tp))
+        deleting = {r.topic_partition.topic for r in replicas} & set(self.ctx.topics_to_be_deleted)
+        if deleting:
+            self.deletion.resume_deletion_for_topics(deleting)
+        for b in new_brokers:
+            self._watch_broker(b)
+
+    def _on_broker_failure(self, dead_brokers: Sequence[int]) -> None:
+        self.ctx.clear_replicas_on_offline_dirs(dead_brokers)
+        self.ctx.remove_shutting_down_brokers(dead_brokers)
+        self.on_replicas_become_offline(self.ctx.replicas_on_brokers(dead_brokers))
+        for b in dead_brokers:
+            self.watches.unregister(paths.broker_id_path(b))
+
+    def on_replicas_become_offline(self, replicas: Iterable[PartitionAndReplica]) -> None:
+        """Kafka's ``onReplicasBecomeOffline`` (§8.3): elect for leaderless partitions, shrink ISRs."""
+        deleting = self.ctx.topics_to_be_deleted
+        for_deletion = {r for r in replicas if r.topic_partition.topic in deleting}
+        others = [r for r in replicas if r.topic_partition.topic not in deleting]
+        offline_leaders = self.ctx.partitions_with_offline_leader()
+        self.partition_sm.handle_state_changes(offline_leaders, _P.OFFLINE)
+        self.partition_sm.trigger_online_partition_state_change()
+        self.replica_sm.handle_state_changes(others, _R.OFFLINE)
+        if for_deletion:
+            self.deletion.fail_replica_deletion(for_deletion)
+        if not offline_leaders:
+            self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
+
+    # -- topics (§8.7) --------------------------------------------------------------------------
+
+    def _on_topic_change(self, event: TopicChange) -> None:
+        if not self.is_active:
+            return
+        topics = self.store.get_all_topics()
+        known = set(self.ctx.all_topics)
+        new_topics = topics - known
+        deleted = known - topics
+        self.ctx.set_all_topics(topics)
+        for topic in new_topics:
+            self._watch_topic(topic)
+        for topic in deleted:
+            self.ctx.remove_topic(topic)
+        if not new_topics:
+            return
+        assignments = self.store.get_replica_assignments(new_topics)
+        self._store_assignments(assignments)
+        new_partitions = [tp for topic in sorted(new_topics) for tp in self.ctx.partitions_for_topic(topic)]
+        self.on_new_partition_creation(new_partitions)
+
+    def _on_partition_modifications(self, event: PartitionModifications) -> None:
+        if not self.is_active:
+            return
+        topic = event.topic
+        assignment = self.store.get_replica_assignments({topic}).get(topic)
+        if assignment is None:
+            return
+        known = self.ctx.partition_full_replica_assignment_for_topic(topic)
+        to_add = {
+            TopicPartition(topic, p): a
+            for p, a in assignment.partitions.items()
+            if TopicPartition(topic, p) not in known
+        }
+        if not to_add:
+            return
+        if self.ctx.is_topic_queued_up_for_deletion(topic):
+            # Kafka restores the topic znode: partitions can't be added to a topic being deleted.
+            existing = {tp.partition: a for tp, a in known.items()}
+            self.store.set_topic_assignment(topic, self.ctx.topic_id(topic), existing, self.ctx.epoch_zk_version)
+            logger.info("reverted partition addition to %s: topic is being deleted", topic)
+            return
+        for tp, replicas in to_add.items():
+            self.ctx.update_partition_full_replica_assignment(tp, replicas)
+        self.on_new_partition_creation(sorted(to_add))
+
+    def on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
+        replicas = self.ctx.replicas_for_partition(partitions)
+        self.partition_sm.handle_state_changes(partitions, _P.NEW)
+        self.replica_sm.handle_state_changes(replicas, _R.NEW)
+        self.partition_sm.handle_state_changes(partitions, _P.ONLINE, OfflineStrategy(allow_unclean=False))
+        self.replica_sm.handle_state_changes(replicas, _R.ONLINE)
+
+    def _on_topic_config_change(self, event: TopicConfigChange) -> None:
+        if not self.is_active or event.topic not in self.ctx.all_topics:
+            return
+        topic = event.topic
+        config = self.store.get_topic_configs([topic]).get(topic, {})
+        raw = config.get("unclean.leader.election.enable")
+        try:
+            enabled = raw is not None and parse_config_bool(raw)
+        except ValueError:
+            logger.warning("topic %s has an invalid unclean.leader.election.enable=%r", topic, raw)
+            return
+        if enabled:
+            self.partition_sm.trigger_online_partition_state_change(topic)
+
+    def _on_topic_deletion(self, event: TopicDeletion) -> None:
+        if not self.is_active:
+            return
+        requested = set(self.store.get_topic_deletions())
+        self.deletion.on_deletion_requested(requested)
+
+    def _on_topic_deletion_stop_replica_response_received(
+        self, event: TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self.is_active:
+            return
+        self.deletion.on_stop_replica_response(event.broker_id, event.request_error, event.partition_errors)
+
+    # -- reassignment (§9) -----------------------------------------------------------------------
+
+    def _on_zk_partition_reassignment(self, event: ZkPartitionReassignment) -> None:
+        if not self.is_active:
+            return
+        self.reassignment.on_zk_reassignment()
+
+    def _on_partition_reassignment_isr_change(self, event: PartitionReassignmentIsrChange) -> None:
+        if not self.is_active:
+            return
+        if event.topic_partition in self.ctx.partitions_being_reassigned:
+            self.reassignment.maybe_complete(event.topic_partition)
+
+    # -- leader elections (§8.5, §8.6) -----------------------------------------------------------
+
+    def _on_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        results: dict[TopicPartition, Any] = {}
+        try:
+            if not self.is_active:
+                results = dict.fromkeys(event.partitions or (), "NOT_CONTROLLER")
+                return
+            results = self._replica_leader_election(event)
+        finally:
+            if event.callback is not None:
+                event.callback(results)
+
+    def _replica_leader_election(self, event: ReplicaLeaderElection) -> dict[TopicPartition, Any]:
+        if event.trigger is not ElectionTrigger.ADMIN:
+            self.watches.watch_node(paths.PREFERRED_REPLICA_ELECTION_PATH, _on_created(_preferred_election_from_zk))
+        partitions = event.partitions
+        if partitions is None:
+            if event.trigger is not ElectionTrigger.ZK:
+                return {}
+            pending = self.store.get_preferred_replica_election()
+            if pending is None:
+                return {}
+            partitions = frozenset(pending)
+        results: dict[TopicPartition, Any] = {}
+        electable: list[TopicPartition] = []
+        for tp in sorted(partitions):
+            assignment = self.ctx.partition_replica_assignment(tp)
+            info = self.ctx.partition_leadership_info(tp)
+            if not assignment or info is None:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif self.ctx.is_topic_queued_up_for_deletion(tp.topic):
+                results[tp] = "INVALID_TOPIC_EXCEPTION"
+            elif event.election_type is ElectionType.PREFERRED:
+                if info.leader_and_isr.leader == assignment[0]:
+                    results[tp] = "ELECTION_NOT_NEEDED"
+                else:
+                    electable.append(tp)
+            else:
+                leader = info.leader_and_isr.leader
+                if leader == -1 or leader not in self.ctx.live_broker_ids:
+                    electable.append(tp)
+                else:
+                    results[tp] = "ELECTION_NOT_NEEDED"
+        strategy = (
+            PreferredStrategy()
+            if event.election_type is ElectionType.PREFERRED
+            else OfflineStrategy(allow_unclean=event.trigger is ElectionTrigger.ADMIN)
+        )
+        try:
+            if electable:
+                for tp, outcome in self.partition_sm.handle_state_changes(electable, _P.ONLINE, strategy).items():
+                    if isinstance(outcome, LeaderAndIsr):
+                        results[tp] = outcome.leader
+                    elif isinstance(outcome, StateChangeFailedError):
+                        results[tp] = (
+                            "PREFERRED_LEADER_NOT_AVAILABLE"
+                            if event.election_type is ElectionType.PREFERRED
+                            else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+                        )
+                    else:
+                        results[tp] = f"{type(outcome).__name__}: {outcome}"
+        finally:
+            if event.trigger is ElectionTrigger.ZK:
+                self.scl.record(
+                    "preferred_election_request",
+                    requested=len(partitions),
+                    results={str(tp): r for tp, r in results.items()},
+                )
+                self.store.delete_preferred_replica_election(self.ctx.epoch_zk_version)
+                self.events.put(ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK))
+        return results
+
+    def _on_auto_preferred_replica_leader_election(self, event: AutoPreferredReplicaLeaderElection) -> None:
+        if not self.is_active:
+            return
+        try:
+            self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            self._schedule_rebalance(self.config.leader_imbalance_check_interval_seconds)
+
+    def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        ctx = self.ctx
+        deleting = ctx.topics_to_be_deleted
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp, assignment in ctx.iter_assignments():
+            if tp.topic in deleting or not assignment.replicas:
+                continue
+            by_preferred.setdefault(assignment.replicas[0], []).append(tp)
+        threshold = self.config.leader_imbalance_per_broker_percentage / 100
+        online = ctx.live_broker_ids
+        candidates: list[TopicPartition] = []
+        for broker, partitions in by_preferred.items():
+            not_preferred = [
+                tp
+                for tp in partitions
+                if (info := ctx.partition_leadership_info(tp)) is not None and info.leader_and_isr.leader != broker
+            ]
+            if len(not_preferred) / len(partitions) <= threshold:
+                continue
+            for tp in not_preferred:
+                info = ctx.partition_leadership_info(tp)
+                if (
+                    tp not in ctx.partitions_being_reassigned
+                    and info is not None
+                    and broker in online
+                    and broker in info.leader_and_isr.isr
+                ):
+                    candidates.append(tp)
+        if candidates:
+            self.partition_sm.handle_state_changes(candidates, _P.ONLINE, PreferredStrategy())
+
+    def _schedule_rebalance(self, delay: float) -> None:
+        self._cancel_rebalance()
+        if not self.config.auto_leader_rebalance_enable or not self.is_active:
+            return
+        timer = threading.Timer(delay, lambda: self.events.put(AutoPreferredReplicaLeaderElection()))
+        timer.daemon = True
+        timer.name = f"controller-{self.config.controller_id}-rebalance"
+        timer.start()
+        self._rebalance_timer = timer
+
+    def _cancel_rebalance(self) -> None:
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+
+    # -- controlled shutdown (§8.4) --------------------------------------------------------------
+
+    def _on_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        try:
+            remaining = self._do_controlled_shutdown(event.broker_id, event.broker_epoch)
+        except ControllerMovedError:
+            event.callback(int(ErrorCode.NOT_CONTROLLER), ())
+            raise
+        except StaleBrokerEpochError:
+            event.callback(int(ErrorCode.STALE_BROKER_EPOCH), ())
+            return
+        except BrokerNotAvailableError:
+            event.callback(int(ErrorCode.BROKER_NOT_AVAILABLE), ())
+            return
+        except Exception:
+            event.callback(int(ErrorCode.UNKNOWN_SERVER_ERROR), ())
+            raise
+        event.callback(int(ErrorCode.NONE), sorted(remaining))
+
+    def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
+        if not self.is_active:
+            raise ControllerMovedError("not the active controller")
+        ctx = self.ctx
+        if broker_epoch != -1:
+            cached = ctx.broker_epoch(broker_id)
+            if cached is None:
+                raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
+            if broker_epoch < cached:
+                raise StaleBrokerEpochError(f"broker {broker_id} epoch {broker_epoch} < {cached}")
+        if broker_id not in ctx.live_or_shutting_down_broker_ids:
+            raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
+        ctx.add_shutting_down_broker(broker_id)
+        self.scl.record("controlled_shutdown", broker_id=broker_id)
+        deleting = ctx.topics_to_be_deleted
+        led: list[TopicPartition] = []
+        followed: list[TopicPartition] = []
+        for tp in ctx.partitions_on_broker(broker_id):
+            info = ctx.partition_leadership_info(tp)
+            if info is None or tp.topic in deleting or len(ctx.partition_replica_assignment(tp)) <= 1:
+                continue
+            (led if info.leader_and_isr.leader == broker_id else followed).append(tp)
+        if led:
+            self.partition_sm.handle_state_changes(sorted(led), _P.ONLINE, ControlledShutdownStrategy())
+        if followed:
+            self.batch.new_batch()
+            for tp in followed:
+                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
+            self.batch.send_requests_to_brokers(ctx.epoch)
+            self.replica_sm.handle_state_changes(
+                [PartitionAndReplica(tp, broker_id) for tp in sorted(followed)], _R.OFFLINE
+            )
+        return ctx.partition_leaders_on_broker(broker_id)
+
+    # -- ISR changes (§8.8, §8.9) -----------------------------------------------------------------
+
+    def _on_alter_isr_received(self, event: AlterIsrReceived) -> None:
+        ctx = self.ctx
+        if not self.is_active:
+            event.callback(int(ErrorCode.NOT_CONTROLLER), {})
+            return
+        cached_epoch = ctx.broker_epoch(event.broker_id)
+        if event.broker_id not in ctx.live_or_shutting_down_broker_ids or cached_epoch != event.broker_epoch:
+            event.callback(int(ErrorCode.STALE_BROKER_EPOCH), {})
+            return
+        responses: dict[TopicPartition, Any] = {}
+        to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, (leader_epoch, new_isr, zk_version) in event.partitions.items():
+            info = ctx.partition_leadership_info(tp)
+            if info is None:
+                responses[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            current = info.leader_and_isr
+            if leader_epoch < current.leader_epoch:
+                responses[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            proposed = LeaderAndIsr(event.broker_id, leader_epoch, tuple(new_isr), zk_version)
+            if proposed.equals_ignore_zk(current):
+                responses[tp] = current
+                continue
+            to_write[tp] = proposed
+        if to_write:
+            result = self.store.update_leader_and_isr(to_write, ctx.epoch, ctx.epoch_zk_version)
+            for tp, outcome in result.finished.items():
+                if isinstance(outcome, LeaderAndIsr):
+                    before = ctx.partition_leadership_info(tp)
+                    ctx.put_partition_leadership_info(tp, LeaderIsrAndControllerEpoch(outcome, ctx.epoch))
+                    self.scl.isr_change(tp, None if before is None else before.leader_and_isr, outcome)
+                    responses[tp] = outcome
+                else:
+                    responses[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+            for tp in result.needs_retry:
+                responses[tp] = ErrorCode.INVALID_UPDATE_VERSION
+        self._send_update_metadata(ctx.live_or_shutting_down_broker_ids, list(event.partitions))
+        event.callback(int(ErrorCode.NONE), responses)
+        for tp, outcome in responses.items():
+            if isinstance(outcome, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
+                self.reassignment.maybe_complete(tp)
+
+    def _on_isr_change_notification(self, event: IsrChangeNotification) -> None:
+        if not self.is_active:
+            return
+        names = self.store.get_isr_change_notification_names()
+        partitions = set().union(*self.store.get_isr_change_notifications(names).values()) if names else set()
+        try:
+            known = sorted(tp for tp in partitions if self.ctx.partition_replica_assignment(tp))
+            self._refresh_leadership(known)
+            self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, known)
+            for tp in known:
+                if tp in self.ctx.partitions_being_reassigned:
+                    self.reassignment.maybe_complete(tp)
+        finally:
+            self.store.delete_isr_change_notifications(names, self.ctx.epoch_zk_version)
+
+    # -- broker responses and log dirs (§6.5, §8.10) ---------------------------------------------
+
+    def _on_leader_and_isr_response_received(self, event: LeaderAndIsrResponseReceived) -> None:
+        if not self.is_active:
+            return
+        response = event.response
+        if getattr(response, "error_code", 0) != ErrorCode.NONE:
+            logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, response.error_code)
+            return
+        offline: set[TopicPartition] = set()
+        online: set[TopicPartition] = set()
+        for tp, error in response.errors_by_partition().items():
+            if error == ErrorCode.KAFKA_STORAGE_ERROR:
+                offline.add(tp)
+            elif error == ErrorCode.NONE:
+                online.add(tp)
+        previous = self.ctx.replicas_on_offline_dirs(event.broker_id)
+        current = (previous - online) | offline
+        self.ctx.set_replicas_on_offline_dirs(event.broker_id, current)
+        newly_offline = current - previous
+        if newly_offline:
+            self.on_replicas_become_offline({PartitionAndReplica(tp, event.broker_id) for tp in newly_offline})
+
+    def _on_log_dir_event_notification(self, event: LogDirEventNotification) -> None:
+        if not self.is_active:
+            return
+        names = self.store.get_log_dir_event_notification_names()
+        brokers = set(self.store.get_log_dir_event_broker_ids(names).values())
+        try:
+            self.replica_sm.handle_state_changes(self.ctx.replicas_on_brokers(brokers), _R.ONLINE)
+        finally:
+            self.store.delete_log_dir_event_notifications(names, self.ctx.epoch_zk_version)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _watch_topic(self, topic: str) -> None:
+        self.watches.watch_node(
+            paths.topic_path(topic),
+            lambda e: PartitionModifications(topic) if e.type is WatchEventType.CHANGED else None,
+        )
+        self.watches.watch_node(
+            paths.topic_config_path(topic),
+            lambda e: TopicConfigChange(topic) if e.type is not WatchEventType.DELETED else None,
+        )
+
+    def _watch_broker(self, broker_id: int) -> None:
+        self.watches.watch_node(
+            paths.broker_id_path(broker_id),
+            lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None,
+        )
+
+    def _send_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
+        self.batch.new_batch()
+        self.batch.add_update_metadata_request_for_brokers(list(brokers), list(partitions))
+        self.batch.send_requests_to_brokers(self.ctx.epoch)
+
+    def update_leader_epoch_and_send_request(
+        self, tp: TopicPartition, assignment: ReplicaAssignment, recipients_isnew: Mapping[int, bool]
+    ) -> LeaderIsrAndControllerEpoch | None:
+        """Bump the leader epoch (same leader and ISR) and send LeaderAndIsr (reassignment A1/B3)."""
+        ctx = self.ctx
+        while True:
+            read = self.store.get_partition_states([tp])[tp]
+            if read.code is not ZkCode.OK or read.state is None:
+                raise IllegalStateError(f"no leader and ISR in ZooKeeper for {tp}")
+            if read.state.controller_epoch > ctx.epoch:
+                logger.warning("not bumping the leader epoch of %s: written by a newer controller", tp)
+                return None
+            bumped = read.state.leader_and_isr.new_epoch()
+            result = self.store.update_leader_and_isr({tp: bumped}, ctx.epoch, ctx.epoch_zk_version)
+            outcome = result.finished.get(tp)
+            if isinstance(outcome, LeaderAndIsr):
+                info = LeaderIsrAndControllerEpoch(outcome, ctx.epoch)
+                ctx.put_partition_leadership_info(tp, info)
+                self.batch.new_batch()
+                for is_new in (False, True):
+                    brokers = [b for b, n in recipients_isnew.items() if n is is_new]
+                    if brokers:
+                        self.batch.add_leader_and_isr_request_for_brokers(brokers, tp, info, assignment, is_new=is_new)
+                self.batch.send_requests_to_brokers(ctx.epoch)
+                return info
+            if isinstance(outcome, Exception):
+                raise outcome
+            # BADVERSION: someone (a leader's AlterIsr) wrote in between; read again.
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot of the controller's gauges (read from any thread; values may be a moment old)."""
+        m = self.events.metrics
+        active = self.is_active
+        return {
+            "controller_id": self.config.controller_id,
+            "active": "1" if active else "0",
+            "active_controller_id": self.active_controller_id,
+            "epoch": self.ctx.epoch if active else 0,
+            "state": ControllerState(self.events.state).name,
+            "event_queue_size": self.events.queue_size,
+            "event_queue_time_ms_avg": round(m.queue_time_total_ms / m.queue_time_count, 3)
+            if m.queue_time_count
+            else 0,
+            "event_queue_time_ms_max": round(m.queue_time_max_ms, 3),
+            "events_processed": m.events_processed,
+            "offline_partitions": self.ctx.offline_partition_count if active else 0,
+            "preferred_replica_imbalance": self.ctx.preferred_replica_imbalance_count if active else 0,
+            "global_partition_count": self.ctx.partition_with_leaders_count if active else 0,
+            "global_topic_count": len(self.ctx.all_topics) if active else 0,
+            "unclean_elections_total": self.partition_sm.unclean_leader_elections,
+            "topics_to_delete": len(self.ctx.topics_to_be_deleted) if active else 0,
+            "failover_count": self.failover_count,
+            "last_failover_ms": self.last_failover_ms or 0,
+            "per_state_ms": {
+                ControllerState(s).name: {
+                    "count": t.count,
+                    "total_ms": round(t.total_ms, 1),
+                    "max_ms": round(t.max_ms, 1),
+                }
+                for s, t in m.per_state.items()
+            },
+        }
+
+
+def _controller_event(event: WatchEvent) -> ControllerEvent:
+    return Reelect() if event.type is WatchEventType.DELETED else ControllerChange()
+
+
+def _on_created(factory: Callable[[], ControllerEvent]) -> Callable[[WatchEvent], ControllerEvent | None]:
+    """Kafka's admin-znode handlers act on creation only (the controller deletes them when done)."""
+    return lambda event: factory() if event.type is WatchEventType.CREATED else None
+
+
+def _preferred_election_from_zk() -> ReplicaLeaderElection:
+    return ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK)
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)

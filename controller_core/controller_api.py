@@ -1,0 +1,199 @@
+"""The controller's HTTP endpoint for brokers: AlterIsr and ControlledShutdown (docs/protocol.md).
+
+Why a tiny stdlib server: brokers must reach whichever candidate is active, the active one
+advertises this endpoint in ``/controller``, and requests must become events on the controller's
+single event thread. Each request thread only enqueues an event and waits for its callback (with a
+timeout), so the controller's state is never touched here. A standby candidate answers
+NOT_CONTROLLER, which makes brokers re-read ``/controller`` and retry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from controller_core.events import AlterIsrReceived, ControlledShutdown
+from controller_core.model import LeaderAndIsr, TopicPartition
+from controller_core.requests import ErrorCode
+
+if TYPE_CHECKING:
+    from controller_core.controller import Controller
+
+logger = logging.getLogger(__name__)
+
+ALTER_ISR_PATH = "/v1/alter_isr"
+CONTROLLED_SHUTDOWN_PATH = "/v1/controlled_shutdown"
+STATUS_PATH = "/v1/status"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+REQUEST_TIMEOUT_S = 60.0
+
+
+class BadRequest(ValueError):
+    """The body is not a valid request; answered with HTTP 400 and this message."""
+
+
+def _int(body: Mapping[str, Any], key: str) -> int:
+    value = body.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest(f"{key!r} must be an integer")
+    return value
+
+
+def parse_alter_isr(body: Mapping[str, Any]) -> tuple[int, int, dict[TopicPartition, tuple[int, tuple[int, ...], int]]]:
+    broker_id, broker_epoch = _int(body, "broker_id"), _int(body, "broker_epoch")
+    raw = body.get("partitions")
+    if not isinstance(raw, list):
+        raise BadRequest("'partitions' must be a list")
+    partitions: dict[TopicPartition, tuple[int, tuple[int, ...], int]] = {}
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise BadRequest("each partition needs a 'topic' string")
+        isr = entry.get("new_isr")
+        if not isinstance(isr, list) or not all(isinstance(b, int) for b in isr) or not isr:
+            raise BadRequest("'new_isr' must be a non-empty list of broker ids")
+        tp = TopicPartition(entry["topic"], _int(entry, "partition"))
+        partitions[tp] = (_int(entry, "leader_epoch"), tuple(isr), _int(entry, "current_isr_version"))
+    return broker_id, broker_epoch, partitions
+
+
+def alter_isr_response(error: int, results: Mapping[TopicPartition, Any]) -> dict[str, Any]:
+    out = []
+    for tp, result in results.items():
+        if isinstance(result, LeaderAndIsr):
+            out.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "error_code": int(ErrorCode.NONE),
+                    "leader": result.leader,
+                    "leader_epoch": result.leader_epoch,
+                    "isr": list(result.isr),
+                    "zk_version": result.zk_version,
+                }
+            )
+        else:
+            out.append({"topic": tp.topic, "partition": tp.partition, "error_code": int(result)})
+    return {"error_code": int(error), "partitions": out}
+
+
+def controlled_shutdown_response(error: int, remaining: Sequence[TopicPartition]) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "remaining_partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in remaining],
+    }
+
+
+class ControllerApiServer:
+    """Serves the controller's broker-facing API on its own threads.
+
+    Example::
+
+        api = ControllerApiServer(controller, "127.0.0.1", 0)
+        api.start()
+        controller.endpoint = api.url
+    """
+
+    def __init__(self, controller: Controller, host: str, port: int) -> None:
+        self._controller = controller
+        handler = _make_handler(controller)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="controller-api", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "kcp-controller/1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("api: " + format, *args)
+
+        def _send(self, status: int, body: Mapping[str, Any]) -> None:
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _body(self) -> Mapping[str, Any]:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length <= 0 or length > MAX_BODY_BYTES:
+                raise BadRequest(f"body must be 1..{MAX_BODY_BYTES} bytes")
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError as exc:
+                raise BadRequest(f"body is not JSON: {exc}") from None
+            if not isinstance(body, dict):
+                raise BadRequest("body must be a JSON object")
+            return body
+
+        def do_GET(self) -> None:
+            if self.path == STATUS_PATH:
+                self._send(HTTPStatus.OK, controller.status())
+            else:
+                self._send(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path}"})
+
+        def do_POST(self) -> None:
+            try:
+                body = self._body()
+                if self.path == ALTER_ISR_PATH:
+                    self._send(HTTPStatus.OK, self._alter_isr(body))
+                elif self.path == CONTROLLED_SHUTDOWN_PATH:
+                    self._send(HTTPStatus.OK, self._controlled_shutdown(body))
+                else:
+                    self._send(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path}"})
+            except BadRequest as exc:
+                self._send(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            except TimeoutError:
+                self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the controller did not answer in time"})
+
+        def _alter_isr(self, body: Mapping[str, Any]) -> dict[str, Any]:
+            broker_id, broker_epoch, partitions = parse_alter_isr(body)
+            done = threading.Event()
+            box: dict[str, Any] = {}
+
+            def reply(error: int, results: Mapping[TopicPartition, Any]) -> None:
+                box["response"] = alter_isr_response(error, results)
+                done.set()
+
+            controller.events.put(AlterIsrReceived(broker_id, broker_epoch, partitions, reply))
+            if not done.wait(REQUEST_TIMEOUT_S):
+                raise TimeoutError
+            response: dict[str, Any] = box["response"]
+            return response
+
+        def _controlled_shutdown(self, body: Mapping[str, Any]) -> dict[str, Any]:
+            broker_id, broker_epoch = _int(body, "broker_id"), _int(body, "broker_epoch")
+            done = threading.Event()
+            box: dict[str, Any] = {}
+
+            def reply(error: int, remaining: Sequence[TopicPartition]) -> None:
+                box["response"] = controlled_shutdown_response(error, remaining)
+                done.set()
+
+            controller.events.put(ControlledShutdown(broker_id, broker_epoch, reply))
+            if not done.wait(REQUEST_TIMEOUT_S):
+                raise TimeoutError
+            response: dict[str, Any] = box["response"]
+            return response
+
+    return Handler

@@ -1,0 +1,215 @@
+"""One queue, one thread: the controller's event loop (Kafka's ControllerEventManager).
+
+Why a single thread: every piece of controller state (the context, the state machines, the request
+batches) is touched only here, so none of it needs locks, and events are handled strictly in the
+order they were enqueued. ZooKeeper watch callbacks, broker API calls and timers only ``put``.
+
+``clear_and_put`` drains the queue, calling each drained event's ``preempt`` (so an API caller
+waiting on it gets NOT_CONTROLLER at once) before enqueueing the new event: used for session
+expiry and shutdown.
+
+Metrics kept here (and read by the hosts' Prometheus exporters): queue size, time in queue
+(``EventQueueTimeMs``), time spent per controller state, events processed, and the state the
+controller is in right now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller_core.controller_state import ControllerState
+from controller_core.events import ControllerEvent, ShutdownEventThread
+
+logger = logging.getLogger(__name__)
+
+#: ``EventQueueTimeMs`` is reset when the queue has been empty this long (Kafka's 300 s).
+QUEUE_TIME_RESET_MS = 300_000
+
+
+class QueuedEvent:
+    """An event in the queue: processed or preempted at most once; awaitable until it starts."""
+
+    __slots__ = ("_spent", "_started", "enqueued_at", "event")
+
+    def __init__(self, event: ControllerEvent) -> None:
+        self.event = event
+        self.enqueued_at = time.monotonic()
+        self._started = threading.Event()
+        self._spent = False
+
+    def process(self, handler: Callable[[ControllerEvent], None]) -> None:
+        if self._spent:
+            return
+        self._spent = True
+        self._started.set()
+        handler(self.event)
+
+    def preempt(self) -> None:
+        if self._spent:
+            return
+        self._spent = True
+        try:
+            self.event.preempt()
+        except Exception:
+            logger.exception("preempting %s failed", type(self.event).__name__)
+
+    def await_processing(self, timeout: float | None = None) -> bool:
+        """Block until processing started (True), or the timeout passed (False)."""
+        return self._started.wait(timeout)
+
+
+@dataclass
+class StateTimer:
+    """Count and cumulative/max time of the events handled in one controller state."""
+
+    count: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+
+    def observe(self, ms: float) -> None:
+        self.count += 1
+        self.total_ms += ms
+        self.max_ms = max(self.max_ms, ms)
+
+
+@dataclass
+class EventManagerMetrics:
+    queue_time_count: int = 0
+    queue_time_total_ms: float = 0.0
+    queue_time_max_ms: float = 0.0
+    events_processed: int = 0
+    per_state: dict[ControllerState, StateTimer] = field(default_factory=dict)
+    per_event: dict[str, StateTimer] = field(default_factory=dict)
+
+    def observe_queue_time(self, ms: float) -> None:
+        self.queue_time_count += 1
+        self.queue_time_total_ms += ms
+        self.queue_time_max_ms = max(self.queue_time_max_ms, ms)
+
+    def reset_queue_time(self) -> None:
+        self.queue_time_count = 0
+        self.queue_time_total_ms = 0.0
+        self.queue_time_max_ms = 0.0
+
+
+class ControllerEventManager:
+    """The controller's single event thread.
+
+    Example::
+
+        manager = ControllerEventManager(controller.process, name="controller-1")
+        manager.start()
+        manager.put(BrokerChange())
+        manager.close()
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[ControllerEvent], None],
+        name: str = "controller-event-thread",
+        on_idle: Callable[[], None] | None = None,
+    ) -> None:
+        self._handler = handler
+        self._on_idle = on_idle
+        self._queue: deque[QueuedEvent] = deque()
+        self._cond = threading.Condition()
+        self._put_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._shutting_down = False
+        self._last_nonempty = time.monotonic()
+        self.state: ControllerState = ControllerState.IDLE
+        self.metrics = EventManagerMetrics()
+        self._pause_hook: Callable[[ControllerEvent], None] | None = None
+
+    # -- producer side (any thread) ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, event: ControllerEvent) -> QueuedEvent:
+        queued = QueuedEvent(event)
+        with self._put_lock, self._cond:
+            self._queue.append(queued)
+            self._cond.notify()
+        return queued
+
+    def clear_and_put(self, event: ControllerEvent) -> QueuedEvent:
+        """Preempt everything queued (in the caller's thread), then enqueue ``event``."""
+        with self._put_lock:
+            with self._cond:
+                drained = list(self._queue)
+                self._queue.clear()
+            for queued in drained:
+                queued.preempt()
+            new = QueuedEvent(event)
+            with self._cond:
+                self._queue.append(new)
+                self._cond.notify()
+            return new
+
+    @property
+    def queue_size(self) -> int:
+        return len(self._queue)
+
+    def is_event_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def set_pause_hook(self, hook: Callable[[ControllerEvent], None] | None) -> None:
+        """Test-only seam: called on the event thread before each event is processed."""
+        self._pause_hook = hook
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the thread after preempting every queued event."""
+        self._shutting_down = True
+        self.clear_and_put(ShutdownEventThread())
+        if self._thread.is_alive() and not self.is_event_thread():
+            self._thread.join(timeout)
+
+    # -- the event thread -------------------------------------------------------------------------
+
+    def _take(self) -> QueuedEvent:
+        with self._cond:
+            while not self._queue:
+                if self._on_idle is not None:
+                    self._cond.release()
+                    try:
+                        self._on_idle()
+                    finally:
+                        self._cond.acquire()
+                    if self._queue:
+                        break
+                self._cond.wait(timeout=1.0)
+            return self._queue.popleft()
+
+    def _run(self) -> None:
+        while True:
+            queued = self._take()
+            event = queued.event
+            if isinstance(event, ShutdownEventThread):
+                if self._shutting_down:
+                    return
+                continue
+            now = time.monotonic()
+            if (now - self._last_nonempty) * 1000 > QUEUE_TIME_RESET_MS:
+                self.metrics.reset_queue_time()
+            self._last_nonempty = now
+            self.metrics.observe_queue_time((now - queued.enqueued_at) * 1000)
+            self.state = event.state
+            started = time.perf_counter()
+            try:
+                if self._pause_hook is not None:
+                    self._pause_hook(event)
+                queued.process(self._handler)
+            except Exception:
+                logger.exception("uncaught error processing %s", type(event).__name__)
+            finally:
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                self.metrics.events_processed += 1
+                self.metrics.per_state.setdefault(event.state, StateTimer()).observe(elapsed_ms)
+                self.metrics.per_event.setdefault(type(event).__name__, StateTimer()).observe(elapsed_ms)
+                self.state = ControllerState.IDLE

@@ -1,0 +1,213 @@
+"""Partition reassignment, Kafka's KIP-455 sequence (reference §9).
+
+While a partition moves, its topic znode holds RS = TRS + (ORS - TRS) with ``adding_replicas`` and
+``removing_replicas``: that znode is the only persistent record of the move, so a controller that
+fails over in the middle resumes from it (§7.5 step 11). The steps:
+
+* U: record the new RS/AR/RR in the topic znode and in memory; stop replicas of a superseded move.
+* A (new replicas not yet in the ISR): bump the leader epoch, send LeaderAndIsr to ORS (isNew=false)
+  and AR (isNew=true); AR replicas -> NewReplica. Completion is detected later, when an ISR change
+  (AlterIsr, or an ISR-change notification) shows TRS within the ISR.
+* B (complete): AR -> OnlineReplica; move leadership into TRS (reassign strategy) or bump the epoch;
+  RR -> Offline -> DeletionStarted -> DeletionSuccessful -> NonExistent; write RS = TRS; clear the
+  partition from ``/admin/reassign_partitions``; UpdateMetadata to every broker.
+
+Operators start moves by writing ``/admin/reassign_partitions`` in Kafka's format (the dashboard
+does exactly what ``kafka-reassign-partitions`` does), which also works against a Kafka cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from controller_core.election import ReassignStrategy
+from controller_core.errors import ControllerMovedError, IllegalStateError
+from controller_core.events import ZkPartitionReassignment
+from controller_core.model import PartitionAndReplica, ReplicaAssignment, TopicPartition
+from controller_core.ports import ZkCode
+from controller_core.states import PartitionState, ReplicaState
+
+if TYPE_CHECKING:
+    from controller_core.controller import Controller
+
+logger = logging.getLogger(__name__)
+
+_R = ReplicaState
+
+
+class ReassignmentManager:
+    """Runs reassignments for one controller term (event thread only)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._c = controller
+
+    def reset(self) -> None:
+        """Nothing to drop: all reassignment state lives in the context and the topic znodes."""
+
+    # -- entry points -----------------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Failover step 11: the ZooKeeper request first, then moves persisted in topic znodes."""
+        handled = self.on_zk_reassignment()
+        ctx = self._c.ctx
+        for tp in sorted(ctx.partitions_being_reassigned - handled):
+            self.on_partition_reassignment(tp, ctx.partition_full_replica_assignment(tp))
+
+    def on_zk_reassignment(self) -> set[TopicPartition]:
+        """Handle ``/admin/reassign_partitions`` (§9.3, ZooKeeper path: no replica validation)."""
+        c = self._c
+        requested = c.store.get_partition_reassignment()
+        if requested is None:
+            return set()
+        ctx = c.ctx
+        handled: set[TopicPartition] = set()
+        rejected: dict[TopicPartition, str] = {}
+        for tp, target in sorted(requested.items()):
+            current = ctx.partition_full_replica_assignment(tp)
+            if ctx.is_topic_queued_up_for_deletion(tp.topic) or not current.replicas:
+                rejected[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+                continue
+            if not target:
+                rejected[tp] = "INVALID_REPLICA_ASSIGNMENT"
+                continue
+            self.on_partition_reassignment(tp, current.reassign_to(target))
+            handled.add(tp)
+        if rejected:
+            c.scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
+            self._remove_from_zk_request(set(rejected), only_if_target=None)
+        return handled
+
+    def maybe_complete(self, tp: TopicPartition) -> None:
+        ctx = self._c.ctx
+        if tp in ctx.partitions_being_reassigned and self._is_complete(tp, ctx.partition_full_replica_assignment(tp)):
+            self.on_partition_reassignment(tp, ctx.partition_full_replica_assignment(tp))
+
+    # -- the sequence (§9.2) ------------------------------------------------------------------------
+
+    def on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        c = self._c
+        ctx = c.ctx
+        c.deletion.mark_topics_ineligible({tp.topic})
+        current = ctx.partition_full_replica_assignment(tp)
+        started = tp not in ctx.partitions_being_reassigned
+        if current != reassignment:
+            self._write_assignment(tp, reassignment)
+            unneeded = set(current.replicas) - set(reassignment.replicas)
+            if unneeded:
+                self._stop_removed_replicas(tp, sorted(unneeded))
+        if reassignment.is_being_reassigned:
+            ctx.partitions_being_reassigned.add(tp)
+            if started:
+                c.scl.record(
+                    "reassignment",
+                    phase="started",
+                    entity=str(tp),
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    origin_replicas=list(reassignment.origin_replicas),
+                    target_replicas=list(reassignment.target_replicas),
+                )
+        if self._is_complete(tp, reassignment):
+            self._complete(tp, reassignment)
+        else:
+            self._start_copy(tp, reassignment)
+
+    def _is_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        if not assignment.is_being_reassigned:
+            return True
+        read = self._c.store.get_partition_states([tp])[tp]
+        if read.code is not ZkCode.OK or read.state is None:
+            return False
+        return set(assignment.target_replicas) <= set(read.state.leader_and_isr.isr)
+
+    def _start_copy(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Phase A: epoch bump + LeaderAndIsr (ORS isNew=false, AR isNew=true); AR -> NewReplica."""
+        c = self._c
+        recipients = {b: False for b in assignment.origin_replicas}
+        recipients.update({b: True for b in assignment.adding_replicas})
+        if c.update_leader_epoch_and_send_request(tp, assignment, recipients) is None:
+            logger.warning("reassignment of %s: leader epoch bump skipped (newer controller)", tp)
+        for replica in assignment.adding_replicas:
+            c.replica_sm.handle_state_changes([PartitionAndReplica(tp, replica)], _R.NEW)
+
+    def _complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Phase B: leadership into TRS, old replicas stopped and deleted, znodes cleaned up."""
+        c = self._c
+        ctx = c.ctx
+        target = assignment.target_replicas
+        c.replica_sm.handle_state_changes([PartitionAndReplica(tp, r) for r in assignment.adding_replicas], _R.ONLINE)
+        final = ReplicaAssignment(target)
+        ctx.update_partition_full_replica_assignment(tp, final)
+        self._move_leader_if_required(tp, final)
+        removing = list(assignment.removing_replicas)
+        if removing:
+            self._stop_removed_replicas(tp, removing)
+        self._write_assignment(tp, final, update_context=False)
+        self._remove_from_zk_request({tp}, only_if_target=target)
+        was_reassigning = tp in ctx.partitions_being_reassigned
+        ctx.partitions_being_reassigned.discard(tp)
+        c.batch.new_batch()
+        c.batch.add_update_metadata_request_for_brokers(list(ctx.live_or_shutting_down_broker_ids), [tp])
+        c.batch.send_requests_to_brokers(ctx.epoch)
+        if was_reassigning or assignment.is_being_reassigned:
+            c.scl.record(
+                "reassignment",
+                phase="completed",
+                entity=str(tp),
+                topic=tp.topic,
+                partition=tp.partition,
+                origin_replicas=list(assignment.origin_replicas),
+                target_replicas=list(target),
+            )
+        c.deletion.resume_deletion_for_topics({tp.topic})
+
+    def _move_leader_if_required(self, tp: TopicPartition, final: ReplicaAssignment) -> None:
+        c = self._c
+        info = c.ctx.partition_leadership_info(tp)
+        leader = -1 if info is None else info.leader_and_isr.leader
+        if leader not in final.replicas or not c.ctx.is_replica_online(leader, tp):
+            c.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, ReassignStrategy())
+        else:
+            c.update_leader_epoch_and_send_request(tp, final, dict.fromkeys(final.replicas, False))
+
+    def _stop_removed_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
+        c = self._c
+        removed = [PartitionAndReplica(tp, r) for r in replicas]
+        c.replica_sm.handle_state_changes(removed, _R.OFFLINE)
+        c.replica_sm.handle_state_changes(removed, _R.DELETION_STARTED)
+        c.replica_sm.handle_state_changes(removed, _R.DELETION_SUCCESSFUL)
+        c.replica_sm.handle_state_changes(removed, _R.NON_EXISTENT)
+
+    def _write_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment, update_context: bool = True) -> None:
+        """Rewrite the whole topic znode with this partition's assignment replaced (fenced)."""
+        ctx = self._c.ctx
+        partitions = {p.partition: a for p, a in ctx.partition_full_replica_assignment_for_topic(tp.topic).items()}
+        if tp.partition not in partitions:
+            raise IllegalStateError(f"topic {tp.topic} has no current assignment for partition {tp.partition}")
+        partitions[tp.partition] = assignment
+        try:
+            self._c.store.set_topic_assignment(tp.topic, ctx.topic_id(tp.topic), partitions, ctx.epoch_zk_version)
+        except ControllerMovedError:
+            raise
+        if update_context:
+            ctx.update_partition_full_replica_assignment(tp, assignment)
+
+    def _remove_from_zk_request(self, done: set[TopicPartition], only_if_target: tuple[int, ...] | None) -> None:
+        """B7: drop finished partitions from ``/admin/reassign_partitions`` (delete it when empty)."""
+        c = self._c
+        requested = c.store.get_partition_reassignment()
+        if requested is None:
+            return
+        remaining = {
+            tp: target
+            for tp, target in requested.items()
+            if not (tp in done and (only_if_target is None or tuple(target) == tuple(only_if_target)))
+        }
+        if len(remaining) == len(requested):
+            return
+        if remaining:
+            c.store.set_partition_reassignment(remaining, c.ctx.epoch_zk_version)
+        else:
+            c.store.delete_partition_reassignment(c.ctx.epoch_zk_version)
+            c.events.put(ZkPartitionReassignment())

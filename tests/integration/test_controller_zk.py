@@ -1,0 +1,222 @@
+"""The controller against real ZooKeeper, with broker registrations written as brokers write them.
+
+These tests drive the controller through ZooKeeper only (registrations, topic znodes, admin
+znodes) and assert what it writes back: the state znodes (leader, ISR, leader epoch, controller
+epoch), the epoch fencing, and the emitted state changes. Requests to brokers go nowhere here
+(no broker serves them); the broker-agent tests cover that side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from controller_core.config import ControllerConfig
+from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
+from controller_core.runner import ControllerRunner
+from controller_core.state_change_log import MemorySink
+from controller_core.zk import codecs, paths
+from controller_core.zk.store import ZkStore
+from tests.support.zk import expire_session, wait_for
+
+
+class FakeBrokers:
+    """Broker registrations, each in its own ZooKeeper session, as real brokers hold them."""
+
+    def __init__(self, connect: str) -> None:
+        self.connect = connect
+        self.clients: dict[int, KazooClient] = {}
+
+    def start(self, broker_id: int, rack: str | None = None) -> int:
+        client = KazooClient(hosts=self.connect, timeout=4.0)
+        client.start(timeout=10)
+        self.clients[broker_id] = client
+        registration = BrokerRegistration(
+            id=broker_id,
+            endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 1),),
+            rack=rack,
+        )
+        store = ZkStore(client)
+        store.ensure_persistent_paths()  # as a Kafka broker does at start-up
+        return store.register_broker(registration)
+
+    def kill(self, broker_id: int) -> None:
+        client = self.clients.pop(broker_id)
+        client.stop()
+        client.close()
+
+    def stop_all(self) -> None:
+        for broker_id in list(self.clients):
+            self.kill(broker_id)
+
+
+@pytest.fixture
+def brokers(zk_chroot: str) -> Iterator[FakeBrokers]:
+    fake = FakeBrokers(zk_chroot)
+    try:
+        yield fake
+    finally:
+        fake.stop_all()
+
+
+class Candidates:
+    def __init__(self, connect: str) -> None:
+        self.connect = connect
+        self.runners: dict[int, ControllerRunner] = {}
+        self.sinks: dict[int, MemorySink] = {}
+
+    def start(self, controller_id: int, **overrides: Any) -> ControllerRunner:
+        sink = MemorySink()
+        config = ControllerConfig(
+            controller_id=controller_id,
+            zookeeper_connect=self.connect,
+            zookeeper_session_timeout_s=4.0,
+            first_rebalance_delay_seconds=overrides.pop("first_rebalance_delay_seconds", 3600),
+            **overrides,
+        )
+        runner = ControllerRunner(config, extra_sinks=[sink])
+        runner.start()
+        self.runners[controller_id] = runner
+        self.sinks[controller_id] = sink
+        return runner
+
+    def stop(self, controller_id: int) -> None:
+        self.runners.pop(controller_id).stop()
+
+    def stop_all(self) -> None:
+        for cid in list(self.runners):
+            self.stop(cid)
+
+
+@pytest.fixture
+def candidates(zk_chroot: str) -> Iterator[Candidates]:
+    c = Candidates(zk_chroot)
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+def state(zk: KazooClient, topic: str, partition: int) -> tuple[int, int, list[int], int]:
+    data, _ = zk.get(paths.partition_state_path(TopicPartition(topic, partition)))
+    decoded = codecs.decode_partition_state(data, 0)
+    lai = decoded.leader_and_isr
+    return lai.leader, lai.leader_epoch, list(lai.isr), decoded.controller_epoch
+
+
+def controller_epoch(zk: KazooClient) -> int:
+    return int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0])
+
+
+def test_first_controller_gets_epoch_1_and_elects_leaders_for_a_new_topic(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    for b in (1, 2, 3):
+        brokers.start(b)
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    assert controller_epoch(zk) == 1
+    info = codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0])
+    assert info.broker_id == 100
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 2))) is not None, what="states")
+    assert state(zk, "orders", 0) == (1, 0, [1, 2, 3], 1)
+    assert state(zk, "orders", 1) == (2, 0, [2, 3, 1], 1)
+    kinds = [r["kind"] for r in candidates.sinks[100].records]
+    assert "failover" in kinds
+
+
+def test_broker_failure_moves_leadership_and_shrinks_the_isr(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    for b in (1, 2, 3):
+        brokers.start(b)
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1]})
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 1))) is not None)
+    brokers.kill(1)
+    wait_for(lambda: state(zk, "orders", 0)[0] == 2, what="orders-0 led by 2")
+    leader, epoch, isr, cepoch = state(zk, "orders", 0)
+    assert (leader, isr, cepoch) == (2, [2, 3], 1)
+    assert epoch == 1
+    # orders-1 kept its leader; broker 1 left its ISR with one epoch bump.
+    wait_for(lambda: state(zk, "orders", 1)[2] == [2, 3], what="orders-1 ISR shrinks")
+    assert state(zk, "orders", 1)[:2] == (2, 1)
+    elections = [r for r in candidates.sinks[100].records if r["kind"] == "election"]
+    assert any(r["entity"] == "orders-0" and r["strategy"] == "offline" and r["leader_after"] == 2 for r in elections)
+
+
+def test_no_live_isr_member_leaves_the_partition_offline_unless_unclean_is_enabled(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    for b in (1, 2):
+        brokers.start(b)
+    store = ZkStore(zk)
+    store.create_topic("clean", {0: [1, 2]})
+    store.create_topic("dirty", {0: [1, 2]}, config={"unclean.leader.election.enable": "true"})
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("dirty", 0))) is not None)
+    brokers.kill(2)  # ISR shrinks to [1]
+    wait_for(lambda: state(zk, "clean", 0)[2] == [1] and state(zk, "dirty", 0)[2] == [1], what="ISR [1]")
+    brokers.kill(1)  # the last ISR member dies: leader -1, ISR kept
+    wait_for(lambda: state(zk, "clean", 0)[0] == -1, what="clean partition leaderless")
+    assert state(zk, "clean", 0)[2] == [1]
+    brokers.start(2)  # only an out-of-sync replica comes back
+    wait_for(lambda: state(zk, "dirty", 0)[0] == 2, what="unclean election of broker 2")
+    assert state(zk, "dirty", 0)[2] == [2]
+    assert state(zk, "clean", 0)[0] == -1  # clean topic stays offline
+
+
+def test_standby_takes_over_with_the_next_epoch_when_the_active_one_stops(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    brokers.start(1)
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None)
+    candidates.start(101)
+    assert codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id == 100
+    candidates.stop(100)
+    wait_for(
+        lambda: (
+            zk.exists(paths.CONTROLLER_PATH) is not None
+            and codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id == 101
+        ),
+        what="standby elected",
+    )
+    assert controller_epoch(zk) == 2
+
+
+def test_a_controller_whose_session_expires_resigns_and_cannot_write(
+    zk: KazooClient, zk_chroot: str, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    brokers.start(1)
+    brokers.start(2)
+    ZkStore(zk).create_topic("orders", {0: [1, 2]})
+    first = candidates.start(100)
+    wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 0))) is not None)
+    candidates.start(101)
+    assert first.client is not None and first.controller is not None
+    old = first.controller
+    expire_session(first.client, zk_chroot)
+    wait_for(
+        lambda: (
+            codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id in (100, 101)
+            and controller_epoch(zk) == 2
+        ),
+        timeout=20,
+        what="re-election after expiry",
+    )
+    # Whoever won epoch 2, a write fenced with epoch 1's zk version fails and changes nothing.
+    from controller_core.errors import ControllerMovedError
+    from controller_core.model import LeaderAndIsr
+
+    before = zk.get(paths.partition_state_path(TopicPartition("orders", 0)))
+    with pytest.raises(ControllerMovedError):
+        ZkStore(zk).update_leader_and_isr(
+            {TopicPartition("orders", 0): LeaderAndIsr(2, 9, (2,), before[1].version)}, 1, 1
+        )
+    assert zk.get(paths.partition_state_path(TopicPartition("orders", 0)))[0] == before[0]
+    assert old.ctx.epoch in (0, 2)  # reset on resignation, or re-elected with epoch 2
