@@ -1,7 +1,9 @@
-"""WebSocket routes (filled by the live dashboard)."""
+"""WebSocket routes: the live dashboard's consumers (``dashboard/live``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from dashboard.live.routing import websocket_urlpatterns as live_patterns
+
+websocket_urlpatterns: list[Any] = [*live_patterns]

@@ -10,4 +10,6 @@ from dashboard.health.checks import run_checks
 
 def home(request: HttpRequest) -> HttpResponse:
     """The stack at a glance: which services answer, so a newcomer knows the setup worked."""
-    return render(request, "home.html", {"checks": run_checks()})
+    from dashboard.clusters.models import Cluster
+
+    return render(request, "home.html", {"checks": run_checks(), "clusters": Cluster.objects.all()})

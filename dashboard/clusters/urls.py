@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from dashboard.clusters.views import agent, diagrams, metrics, pages
+
+app_name = "clusters"
+
+urlpatterns = [
+    path("", pages.cluster_list, name="list"),
+    path("<slug:name>/", pages.overview, name="overview"),
+    path("<slug:name>/metrics", metrics.metrics, name="metrics"),
+    path("<slug:name>/brokers/", pages.broker_list, name="brokers"),
+    path("<slug:name>/brokers/<int:broker>/", pages.broker_detail, name="broker"),
+    path("<slug:name>/brokers/<int:broker>/agent.json", agent.broker_agent, name="broker-agent"),
+    path("<slug:name>/brokers/<int:broker>/diagram/", diagrams.broker_diagram, name="broker-diagram"),
+    path("<slug:name>/topics/", pages.topic_list, name="topics"),
+    path("<slug:name>/topics/<str:topic>/", pages.topic_detail, name="topic"),
+    path("<slug:name>/topics/<str:topic>/rows.json", pages.topic_rows, name="topic-rows"),
+    path("<slug:name>/topics/<str:topic>/diagram/", diagrams.topic_diagram, name="topic-diagram"),
+    path("<slug:name>/topics/<str:topic>/<int:partition>/", pages.partition_detail, name="partition"),
+    path("<slug:name>/diagram/", diagrams.cluster_diagram, name="diagram"),
+    path("<slug:name>/members.json", diagrams.members, name="members"),
+]

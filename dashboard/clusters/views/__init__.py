@@ -1,0 +1,1 @@
+"""Pages of the live dashboard (server-rendered; ``static/js/live.js`` keeps them live)."""

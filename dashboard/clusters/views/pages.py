@@ -1,0 +1,234 @@
+"""Cluster pages: list, overview, brokers, topics, a topic's partitions, one partition.
+
+Each view reads only what it renders from the mirror's Redis snapshot (counters, one page of rows)
+and hands the template what ``live.js`` needs to subscribe; nothing here scans all partitions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from controller_core.states import STATE_COLORS
+from dashboard.clusters import layout
+from dashboard.clusters.models import Cluster
+from dashboard.clusters.skew import balance, preferred_percent
+from dashboard.clusters.snapshot import TOPIC_FILTERS, TOPIC_SORTS, ClusterSnapshot, get_redis
+from dashboard.clusters.views.common import Pager, base_context, cluster_and_snapshot, int_param, per_page
+
+
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    client = get_redis()
+    rows = []
+    for cluster in Cluster.objects.all():
+        snap = ClusterSnapshot(client, cluster.name)
+        try:
+            counts, status = snap.counts(), snap.status()
+        except Exception:  # Redis down: still list the clusters, marked unknown
+            counts, status = {}, None
+        rows.append({"cluster": cluster, "counts": counts, "status": status})
+    return render(request, "clusters/list.html", {"rows": rows})
+
+
+def overview(request: HttpRequest, name: str) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    counts = snap.counts()
+    brokers = snap.brokers()
+    meta = snap.meta()
+    controller_id = int(meta["controller_id"]) if meta.get("controller_id", "").lstrip("-").isdigit() else None
+    epoch = int(meta["controller_epoch"]) if meta.get("controller_epoch", "").isdigit() else None
+    partitions = counts.get(layout.PARTITIONS, 0)
+    bal = balance(layout.per_broker(counts, "replicas"), layout.per_broker(counts, "leaders"), brokers, partitions)
+    context = base_context(
+        cluster,
+        snap,
+        "overview",
+        counts=counts,
+        brokers=brokers,
+        balance=bal,
+        controller_id=controller_id,
+        controller_epoch=epoch,
+        failovers=max(epoch - 1, 0) if epoch is not None else None,
+        preferred=preferred_percent(partitions, counts.get(layout.NON_PREFERRED, 0)),
+        controller_status=snap.controller_status(controller_id),
+        admin=snap.admin(),
+        partition_state_rows=state_rows(counts, "p:", layout.PARTITION_STATES),
+        replica_state_rows=state_rows(counts, "r:", layout.REPLICA_STATES),
+        live_scope="cluster",
+    )
+    return render(request, "clusters/overview.html", context)
+
+
+def state_rows(counts: dict[str, int], prefix: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Rows of a state table: counter key, name, colour (``STATE_COLORS``) and current count."""
+    return [
+        {"key": prefix + s, "name": s, "color": STATE_COLORS[s], "count": counts.get(prefix + s, 0)} for s in states
+    ]
+
+
+def broker_list(request: HttpRequest, name: str) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    counts = snap.counts()
+    brokers = snap.brokers()
+    bal = balance(
+        layout.per_broker(counts, "replicas"),
+        layout.per_broker(counts, "leaders"),
+        brokers,
+        counts.get(layout.PARTITIONS, 0),
+    )
+    meta = snap.meta()
+    rows = [
+        {
+            "load": load,
+            "registration": brokers.get(load.broker),
+            "offline_replicas": counts.get(layout.broker_counter(load.broker, "r:OfflineReplica"), 0),
+        }
+        for load in bal.brokers
+    ]
+    context = base_context(
+        cluster, snap, "brokers", rows=rows, controller_id=meta.get("controller_id", ""), live_scope="cluster"
+    )
+    return render(request, "clusters/brokers.html", context)
+
+
+def broker_detail(request: HttpRequest, name: str, broker: int) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    counts = snap.counts()
+    registration = snap.brokers().get(broker)
+    scoped = layout.broker_scope_counts(counts, broker)
+    if registration is None and not scoped:
+        raise Http404(f"broker {broker} is neither registered nor hosting replicas")
+    size = per_page(request)
+    page = int_param(request, "page", 1)
+    rows, total = snap.hosted(broker, page, size)
+    context = base_context(
+        cluster,
+        snap,
+        "brokers",
+        broker=broker,
+        registration=registration,
+        counts=scoped,
+        rows=[layout.row_view(r) for r in rows],
+        pager=Pager(page, size, total),
+        live_scope=f"broker:{broker}",
+        partition_state_rows=state_rows(scoped, "p:", layout.PARTITION_STATES),
+        replica_state_rows=state_rows(scoped, "r:", layout.REPLICA_STATES),
+    )
+    return render(request, "clusters/broker.html", context)
+
+
+def topic_list(request: HttpRequest, name: str) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    sort = request.GET.get("sort", "name")
+    sort = sort if sort in TOPIC_SORTS else "name"
+    descending = request.GET.get("dir") == "desc"
+    only = request.GET.get("only", "")
+    only = only if only in TOPIC_FILTERS else ""
+    query = request.GET.get("q", "").strip()[:249]
+    size = per_page(request)
+    page = int_param(request, "page", 1)
+    topics, total = snap.topics_page(sort, descending, only, query, page, size)
+    context = base_context(
+        cluster,
+        snap,
+        "topics",
+        topics=topics,
+        pager=Pager(page, size, total),
+        sort=sort,
+        descending=descending,
+        only=only,
+        query=query,
+        filters=[
+            ("", "All"),
+            ("offline", "Offline"),
+            ("urp", "Under-replicated"),
+            ("umi", "Under min ISR"),
+            ("nonpref", "Non-preferred leader"),
+            ("reassigning", "Reassigning"),
+        ],
+        columns=[
+            ("name", "Topic"),
+            ("partitions", "Partitions"),
+            ("rf", "RF"),
+            ("offline", "Offline"),
+            ("urp", "Under-replicated"),
+            ("umi", "Under min ISR"),
+            ("nonpref", "Non-preferred"),
+            ("reassigning", "Reassigning"),
+        ],
+        live_scope="cluster",
+    )
+    return render(request, "clusters/topics.html", context)
+
+
+def _topic_or_404(snap: ClusterSnapshot, topic: str) -> Any:
+    listing = snap.topic(topic)
+    if listing is None:
+        raise Http404(f"no topic {topic!r} in the mirror of {snap.cluster}")
+    return listing
+
+
+def topic_detail(request: HttpRequest, name: str, topic: str) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    listing = _topic_or_404(snap, topic)
+    size = per_page(request, 100)
+    page = int_param(request, "page", 1)
+    pager = Pager(page, size, listing.partitions)
+    rows = snap.partitions(topic, range(pager.start, min(pager.start + size, listing.partitions)))
+    brokers = snap.brokers()
+    cluster_counts = snap.counts()
+    bal = balance(
+        layout.per_broker(listing.counts, "replicas"),
+        layout.per_broker(listing.counts, "leaders"),
+        brokers,
+        listing.partitions,
+        cluster_partitions=cluster_counts.get(layout.PARTITIONS, 0),
+    )
+    context = base_context(
+        cluster,
+        snap,
+        "topics",
+        topic=listing,
+        rows=[layout.row_view(r) for r in rows],
+        pager=pager,
+        balance=bal,
+        partition_state_rows=state_rows(listing.counts, "p:", layout.PARTITION_STATES),
+        replica_state_rows=state_rows(listing.counts, "r:", layout.REPLICA_STATES),
+        live_scope=f"topic:{topic}",
+    )
+    return render(request, "clusters/topic.html", context)
+
+
+def topic_rows(request: HttpRequest, name: str, topic: str) -> JsonResponse:
+    """One page of a topic's partitions as JSON (the page refetches after a truncated delta)."""
+    _cluster, snap = cluster_and_snapshot(name)
+    listing = _topic_or_404(snap, topic)
+    size = per_page(request, 100)
+    pager = Pager(int_param(request, "page", 1), size, listing.partitions)
+    rows = snap.partitions(topic, range(pager.start, min(pager.start + size, listing.partitions)))
+    status = snap.status()
+    return JsonResponse({"seq": status.seq, "gen": status.gen, "rows": [layout.row_view(r) for r in rows]})
+
+
+def partition_detail(request: HttpRequest, name: str, topic: str, partition: int) -> HttpResponse:
+    cluster, snap = cluster_and_snapshot(name)
+    row = snap.partition(topic, partition)
+    if row is None:
+        raise Http404(f"no partition {topic}-{partition} in the mirror of {cluster.name}")
+    brokers = snap.brokers()
+    context = base_context(
+        cluster,
+        snap,
+        "topics",
+        topic_name=topic,
+        row=layout.row_view(row),
+        live_brokers=sorted(brokers),
+        admin=snap.admin(),
+        rows_url=reverse("clusters:topic-rows", args=[cluster.name, topic])
+        + f"?page={partition // 100 + 1}&per_page=100",
+        live_scope=f"topic:{topic}",
+    )
+    return render(request, "clusters/partition.html", context)

@@ -1,0 +1,180 @@
+"""The live WebSocket: a page subscribes to what it shows and gets a snapshot, then deltas.
+
+``ws/clusters/<cluster>/live/`` sits behind ``AllowedHostsOriginValidator`` and
+``AuthMiddlewareStack`` (``dashboard/asgi.py``). Anonymous sockets are closed with 4401, unknown
+clusters or users without permission with 4403. Each subscription:
+
+1. registers interest (so the mirror sends this scope's deltas at all; ``workers/mirror/deltas.py``),
+2. joins the scope's group (names only from ``groups``),
+3. reads the snapshot (counters and ``gen``/``seq`` in one Redis transaction) and sends it.
+
+Deltas that arrive between 2 and 3 are forwarded too; the browser drops those already in the
+snapshot by ``seq`` (protocol in ``dashboard/live/protocol.py``). Every forwarded message passes
+the permission re-check hook (at most every ``RECHECK_S``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+import redis
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from dashboard.clusters import layout
+from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
+from dashboard.live import groups, permissions
+from dashboard.live.scopes import Scope, parse_scope
+
+logger = logging.getLogger(__name__)
+
+MAX_SUBSCRIPTIONS: Final = 8
+INTEREST_TTL_S: Final = 60.0
+INTEREST_REFRESH_S: Final = 20.0
+CLOSE_UNAUTHENTICATED: Final = 4401
+CLOSE_FORBIDDEN: Final = 4403
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """One browser tab's live connection to one cluster."""
+
+    cluster_name: str
+    subscriptions: dict[str, str]
+
+    async def connect(self) -> None:
+        self.cluster_name = str(self.scope["url_route"]["kwargs"]["cluster"])
+        self.subscriptions = {}
+        self._checked_at = 0.0
+        self._interest_at = 0.0
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await database_sync_to_async(permissions.can_view_cluster)(user, self.cluster_name):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self._checked_at = time.monotonic()
+        await self.channel_layer.group_add(groups.status(self.cluster_name), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if not hasattr(self, "subscriptions"):
+            return
+        for group in self.subscriptions.values():
+            await self.channel_layer.group_discard(group, self.channel_name)
+        if self.subscriptions:
+            entries = [self._interest_entry(s) for s in self.subscriptions]
+            await sync_to_async(self._drop_interest)(entries)
+        await self.channel_layer.group_discard(groups.status(self.cluster_name), self.channel_name)
+
+    # -- browser -> server ----------------------------------------------------------------------
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            await self._error("messages must be JSON objects")
+            return
+        action = content.get("action")
+        if action == "subscribe":
+            try:
+                scope = parse_scope(str(content.get("scope", "")))
+            except ValueError as exc:
+                await self._error(str(exc))
+                return
+            await self._subscribe(scope)
+        elif action == "resync":
+            for scope_text in list(self.subscriptions):
+                await self._send_snapshot(parse_scope(scope_text))
+        elif action == "unsubscribe":
+            scope_text = str(content.get("scope", ""))
+            group = self.subscriptions.pop(scope_text, None)
+            if group is not None:
+                await self.channel_layer.group_discard(group, self.channel_name)
+        else:
+            await self._error(f"unknown action {action!r} (use subscribe, unsubscribe or resync)")
+
+    async def _subscribe(self, scope: Scope) -> None:
+        key = str(scope)
+        if key not in self.subscriptions:
+            if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+                await self._error(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
+                return
+            group = groups.for_scope(self.cluster_name, scope)
+            await sync_to_async(self._add_interest)([self._interest_entry(key)])
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.subscriptions[key] = group
+        await self._send_snapshot(scope)
+
+    async def _send_snapshot(self, scope: Scope) -> None:
+        try:
+            snap = await sync_to_async(self._read_snapshot)(scope)
+        except redis.RedisError as exc:
+            # Keep the socket: the page shows "stale" and asks again on the next resync notice.
+            logger.warning("live snapshot of %s/%s unavailable: %s", self.cluster_name, scope, exc)
+            await self._error(f"the snapshot is unavailable right now (Redis: {exc})")
+            await self.send_json({"kind": "status", "status": {"present": False, "resync_pending": True}})
+            return
+        await self.send_json({"kind": "snapshot", "scope": str(scope), **snap})
+
+    def _read_snapshot(self, scope: Scope) -> dict[str, Any]:
+        return ClusterSnapshot(get_redis(), self.cluster_name).scope_snapshot(scope)
+
+    async def _error(self, message: str) -> None:
+        await self.send_json({"kind": "error", "error": message})
+
+    # -- interest registry (which scopes the mirror must publish) --------------------------------
+    def _interest_entry(self, scope: str) -> str:
+        return f"{scope}|{self.channel_name}"
+
+    def _add_interest(self, entries: list[str]) -> None:
+        expiry = int((time.time() + INTEREST_TTL_S) * 1000)
+        try:
+            get_redis().zadd(layout.interest_key(self.cluster_name), dict.fromkeys(entries, expiry))
+        except redis.RedisError as exc:  # the next status message tries again
+            logger.warning("cannot register live interest for %s: %s", self.cluster_name, exc)
+            return
+        self._interest_at = time.monotonic()
+
+    def _drop_interest(self, entries: list[str]) -> None:
+        try:
+            get_redis().zrem(layout.interest_key(self.cluster_name), *entries)
+        except redis.RedisError as exc:  # entries expire on their own
+            logger.warning("cannot drop live interest for %s: %s", self.cluster_name, exc)
+
+    # -- permission re-check hook ---------------------------------------------------------------
+    async def allowed(self) -> bool:
+        """Re-check the user's right to view at most every ``RECHECK_S``; close the socket if gone."""
+        if time.monotonic() - self._checked_at < permissions.RECHECK_S:
+            return True
+        ok = await database_sync_to_async(permissions.still_allowed)(self.scope.get("user"), self.cluster_name)
+        self._checked_at = time.monotonic()
+        if not ok:
+            await self.close(code=CLOSE_FORBIDDEN)
+        return bool(ok)
+
+    # -- group events (server -> browser) -------------------------------------------------------
+    async def live_delta(self, event: dict[str, Any]) -> None:
+        if event.get("scope") not in self.subscriptions or not await self.allowed():
+            return
+        await self.send_json(
+            {
+                "kind": "delta",
+                "scope": event["scope"],
+                "gen": event["gen"],
+                "seq": event["seq"],
+                "prev": event["prev"],
+                "data": event["data"],
+            }
+        )
+
+    async def live_status(self, event: dict[str, Any]) -> None:
+        if not await self.allowed():
+            return
+        if self.subscriptions and time.monotonic() - self._interest_at > INTEREST_REFRESH_S:
+            await sync_to_async(self._add_interest)([self._interest_entry(s) for s in self.subscriptions])
+        await self.send_json({"kind": "status", "status": event.get("status", {})})
+
+    async def live_resync(self, event: dict[str, Any]) -> None:
+        if await self.allowed():
+            await self.send_json({"kind": "resync", "gen": event.get("gen")})

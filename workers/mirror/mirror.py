@@ -1,0 +1,652 @@
+"""The mirror: ZooKeeper (and the controller's stream) in, a Redis snapshot and ordered deltas out.
+
+One thread owns the ``MirrorState`` and processes ``events`` in order; ZooKeeper watches, the
+session listener and the stream follower only enqueue. The loop:
+
+1. Resync when needed (start, ZooKeeper session lost, Redis flushed or failing): read the whole tree
+   in bulk, replay the stream from the last controller snapshot (managed mode), write a full
+   snapshot with a new generation, tell every page to refetch.
+2. Apply events; coalesce what they change.
+3. Flush when the oldest unflushed change is ``window_s`` old: one Redis transaction, then one
+   message per watched scope, all with the next sequence number.
+4. Every ``heartbeat_s``: store staleness (ZooKeeper state, time of the last confirmed sync), check
+   that Redis still holds our generation, and broadcast the status to the pages.
+
+How partition states stay fresh without a watch per state znode (``zksource`` explains why):
+
+* managed mode: the controller's stream reports every transition, election and ISR change at once;
+  partitions it names are re-read from ZooKeeper shortly after to confirm (never regressing);
+* both modes: a broker or controller change re-reads the affected partitions at once and again on a
+  short schedule (the new controller's elections land within seconds); new partitions are read
+  when their topic appears; and a sweep re-reads every state in chunks every ``sweep_s``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState, WatchedEvent
+
+from controller_core.model import TopicPartition
+from controller_core.zk import paths
+from controller_core.zk.multiread import MultiReader
+from dashboard.clusters import layout
+from dashboard.live import groups, protocol
+from workers.mirror import zksource
+from workers.mirror.deltas import DeltaBuilder, watched_scopes
+from workers.mirror.events import (
+    AdminChanged,
+    BrokersChanged,
+    ControllerChanged,
+    MirrorEvent,
+    Resync,
+    SessionStateChanged,
+    Stop,
+    StreamRecords,
+    TopicChanged,
+    TopicsChanged,
+)
+from workers.mirror.publish import Publisher
+from workers.mirror.snapshot import SnapshotWriter
+from workers.mirror.state import MANAGED, OBSERVED, MirrorState
+from workers.mirror.stream import StreamFollower, decode_entries, replay_start
+from workers.sinks import state_change_stream_key
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    """Tunables of one mirror (defaults suit 100,000 partitions on one machine)."""
+
+    cluster: str
+    mode: str = OBSERVED
+    window_s: float = 0.15
+    heartbeat_s: float = 1.0
+    sweep_s: float | None = None  # None: 15 s observed, 60 s managed (the stream reports changes)
+    sweep_chunk: int = 5_000
+    refresh_chunk: int = 2_000
+    gc_interval_s: float = 300.0
+    # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
+    # stream, so they look often; a managed cluster's controller reports its elections itself.
+    followups: tuple[float, ...] = (0.3, 1.0, 2.5, 5.0)
+    managed_followups: tuple[float, ...] = (10.0,)
+    # Partitions the stream reported with a new leader are read back this much later (after the
+    # storm: the stream is already what the page shows, the read only confirms versions).
+    confirm_delay_s: float = 5.0
+    default_min_isr: int = 1
+    replay_max: int = 500_000
+    interest_refresh_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in (MANAGED, OBSERVED):
+            raise ValueError(f"mode must be {MANAGED!r} or {OBSERVED!r}, not {self.mode!r}")
+        if not 0.05 <= self.window_s <= 1.0:
+            raise ValueError(f"window_s={self.window_s} outside 0.05..1.0 s")
+
+    @property
+    def sweep_interval_s(self) -> float:
+        if self.sweep_s is not None:
+            return self.sweep_s
+        return 15.0 if self.mode == OBSERVED else 60.0
+
+
+class Mirror:
+    """Mirror one cluster; ``run()`` blocks, ``start()``/``stop()`` use a thread of its own.
+
+    Example::
+
+        mirror = Mirror(MirrorConfig("demo", mode="managed"), zk, redis_client, publisher)
+        mirror.start()       # zk must be started; the mirror resyncs first
+        ...
+        mirror.stop()
+    """
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        zk: KazooClient,
+        redis_client: redis.Redis,
+        publisher: Publisher,
+        clock: Callable[[], float] = time.time,
+        owner: str = "",
+    ) -> None:
+        self.config = config
+        self.cluster = config.cluster
+        self.zk = zk
+        self.redis = redis_client
+        self.publisher = publisher
+        self.clock = clock
+        self.owner = owner or uuid.uuid4().hex[:8]
+        self.state = MirrorState(self.cluster, config.mode, config.default_min_isr)
+        self.writer = SnapshotWriter(redis_client, self.cluster)
+        self.builder = DeltaBuilder(self.cluster)
+        self.reader = MultiReader(zk)
+        self.events: queue.SimpleQueue[MirrorEvent] = queue.SimpleQueue()
+        self.follower: StreamFollower | None = (
+            StreamFollower(redis_client, self.cluster, self.events.put) if config.mode == MANAGED else None
+        )
+        self.seq = 0
+        self.gen = ""
+        self.resyncs = 0
+        self.zk_state = KazooState.CONNECTED if zk.connected else KazooState.LOST
+        self.synced_at_ms = 0
+        self.last_flush_lag_ms = 0.0
+        self.stream_lag_ms = 0.0
+        self.stream_id = "0-0"
+        self.flushes = 0
+        self._need_resync = True
+        self._resync_reason = "start"
+        self._first_change_at: float | None = None
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_ids = itertools.count()
+        self._confirm: set[TopicPartition] = set()
+        self._confirm_due = False
+        self._sweep: deque[TopicPartition] = deque()
+        # Partitions to re-read soon, deduplicated, read a chunk per loop turn so the loop stays live.
+        self._pending_reads: dict[TopicPartition, None] = {}
+        # Rows to re-derive after a broker change, a chunk per loop turn.
+        self._refresh_queue: deque[str] = deque()
+        self._next_heartbeat = 0.0
+        self._next_sweep = 0.0
+        self._next_gc = 0.0
+        self._watched: set[str] = set()
+        self._watched_at = 0.0
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ready = threading.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"mirror-{self.cluster}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopped.set()
+        self.events.put(Stop())
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self.follower is not None:
+            self.follower.stop()
+        self.zk.remove_listener(self._on_session)
+
+    def run(self) -> None:
+        self.zk.add_listener(self._on_session)
+        logger.info("mirror of %s starting (%s mode)", self.cluster, self.config.mode)
+        while not self._stopped.is_set():
+            try:
+                self._iteration()
+            except (KazooException, redis.RedisError, OSError) as exc:
+                logger.warning("mirror of %s: %s; resyncing", self.cluster, exc)
+                self._request_resync(f"{type(exc).__name__}: {exc}")
+                self._stopped.wait(0.5)
+            except Exception:
+                logger.exception("mirror of %s failed an iteration; resyncing", self.cluster)
+                self._request_resync("internal error")
+                self._stopped.wait(1.0)
+        logger.info("mirror of %s stopped", self.cluster)
+
+    def _iteration(self) -> None:
+        if self._need_resync and self.zk.connected:
+            self.full_sync(self._resync_reason)
+        now = self.clock()
+        timeout = self._next_heartbeat - now
+        if self._first_change_at is not None:
+            timeout = min(timeout, self._first_change_at + self.config.window_s - now)
+        if self._timers:
+            timeout = min(timeout, self._timers[0][0] - now)
+        if self._sweep or self._pending_reads or self._refresh_queue:
+            timeout = 0.0
+        try:
+            event: MirrorEvent | None = self.events.get(timeout=max(timeout, 0.0))
+        except queue.Empty:
+            event = None
+        deadline = self.clock() + self.config.window_s / 2
+        while event is not None:
+            if isinstance(event, Stop):
+                self._stopped.set()
+                return
+            self._handle(event)
+            self._note_change()
+            if self._flush_due() or self.clock() > deadline:
+                break
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                event = None
+        self._run_timers()
+        self._sweep_some()
+        self._note_change()
+        if self._flush_due():
+            self.flush()
+        if self.clock() >= self._next_heartbeat:
+            self.heartbeat()
+
+    def _note_change(self) -> None:
+        if self._first_change_at is None and self.state.has_changes:
+            self._first_change_at = self.clock()
+
+    def _flush_due(self) -> bool:
+        return self._first_change_at is not None and self.clock() >= self._first_change_at + self.config.window_s
+
+    def _request_resync(self, reason: str) -> None:
+        self._need_resync = True
+        self._resync_reason = reason
+
+    # -- watches and listeners (other threads: enqueue only) ------------------------------------
+    def _on_session(self, state: str) -> None:
+        self.events.put(SessionStateChanged(state))
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        path = event.path or ""
+        if path in (paths.CONTROLLER_PATH, paths.CONTROLLER_EPOCH_PATH):
+            self.events.put(ControllerChanged())
+        elif path == paths.BROKER_IDS_PATH or path.startswith(paths.BROKER_IDS_PATH + "/"):
+            self.events.put(BrokersChanged())
+        elif path == paths.TOPICS_PATH:
+            self.events.put(TopicsChanged())
+        elif path.startswith(paths.TOPICS_PATH + "/"):
+            self.events.put(TopicChanged(path[len(paths.TOPICS_PATH) + 1 :].split("/", 1)[0]))
+        elif path == paths.ADMIN_PATH or path.startswith(paths.ADMIN_PATH + "/"):
+            self.events.put(AdminChanged())
+
+    # -- event handling -------------------------------------------------------------------------
+    def _handle(self, event: MirrorEvent) -> None:
+        match event:
+            case SessionStateChanged(state=state):
+                self._on_session_state(state)
+            case Resync(reason=reason):
+                self._request_resync(reason)
+            case _ if self._need_resync:
+                return  # the coming resync reads everything anyway
+            case ControllerChanged():
+                self._load_controller()
+            case BrokersChanged():
+                self._load_brokers()
+            case TopicsChanged():
+                self._load_topic_names()
+            case TopicChanged(topic=topic):
+                self._load_topics([topic])
+            case AdminChanged():
+                self._load_admin()
+            case StreamRecords():
+                self._apply_stream(event)
+
+    def _on_session_state(self, state: str) -> None:
+        self.zk_state = state
+        if state == KazooState.LOST:
+            # Watches died with the session and changes may have been missed: rebuild on reconnect.
+            self._request_resync("ZooKeeper session lost")
+        self.heartbeat()
+
+    def _load_controller(self) -> None:
+        controller_id, epoch = zksource.read_controller(self.zk, self._on_watch)
+        changed = (controller_id, epoch) != (self.state.controller_id, self.state.controller_epoch)
+        self.state.set_controller(controller_id, epoch)
+        if changed and self.config.mode == OBSERVED:
+            # A new controller re-elects leaders it finds offline: look again shortly. (A managed
+            # cluster's new controller reports its states in the stream.)
+            self._schedule_followups(list(self._all_partitions()))
+
+    def _load_brokers(self) -> None:
+        before = self.state.live
+        self._refresh_queue.extend(self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True))
+        changed = before ^ self.state.live
+        if not changed:
+            return
+        affected: set[str] = set()
+        for broker in changed:
+            affected |= self.state.hosting.get(broker, set())
+        partitions = [_tp(m) for m in affected]
+        if self.config.mode == OBSERVED:
+            self._reread(partitions)
+            self._schedule_followups(partitions)
+        else:
+            # The controller's stream reports the elections and ISR shrinks this causes; one late
+            # look at what still looks leaderless catches a controller that is down or lost records.
+            for delay in self.config.managed_followups:
+                self._at(delay, functools.partial(self._reread_unresolved, partitions))
+
+    def _load_topic_names(self) -> None:
+        new = self.state.set_topic_names(zksource.read_topic_names(self.zk, self._on_watch))
+        if new:
+            self._load_topics(new)
+
+    def _load_topics(self, topics: list[str]) -> None:
+        found = zksource.read_topics(self.zk, topics, self._on_watch)
+        present = [t for t, got in found.items() if got is not None]
+        min_isr = zksource.read_min_isr(self.reader, present) if present else {}
+        new_partitions: list[TopicPartition] = []
+        for topic, got in found.items():
+            if got is None:
+                self.state.remove_topic(topic)
+                continue
+            topic_id, assignment = got
+            new_partitions += self.state.set_topic(topic, topic_id, assignment, min_isr.get(topic))
+        if new_partitions:
+            self._reread(new_partitions)
+            # The controller writes first leaders just after the topic appears.
+            self._schedule_followups(new_partitions, (0.5, 2.0))
+
+    def _load_admin(self) -> None:
+        admin = zksource.read_admin(self.zk, self._on_watch)
+        self.state.set_deleting(admin["delete_topics"])
+        reassign = admin["reassign_partitions"]
+        self.state.set_admin_reassignment(reassign)
+        self.state.set_admin(
+            "reassign_partitions",
+            [{"topic": tp.topic, "partition": tp.partition, "replicas": list(r)} for tp, r in reassign.items()] or None,
+        )
+        preferred = sorted(admin["preferred_replica_election"])
+        self.state.set_admin(
+            "preferred_replica_election",
+            [{"topic": tp.topic, "partition": tp.partition} for tp in preferred] or None,
+        )
+
+    def _apply_stream(self, event: StreamRecords) -> None:
+        if self.follower is None or event.run != self.follower.run:
+            return
+        self.state.apply_records(event.records)
+        self.stream_id = event.last_id
+        for rec in event.records:
+            if rec.get("leader_after") is not None and rec.get("topic") is not None:
+                self._confirm.add(TopicPartition(str(rec["topic"]), int(rec["partition"])))
+        if event.records:
+            ts = event.records[-1].get("ts")
+            if isinstance(ts, int | float):
+                self.stream_lag_ms = max(self.clock() * 1000.0 - ts, 0.0)
+        if self._confirm and not self._confirm_due:
+            self._confirm_due = True
+            self._at(self.config.confirm_delay_s, self._run_confirm)
+
+    def _run_confirm(self) -> None:
+        self._confirm_due = False
+        partitions, self._confirm = list(self._confirm), set()
+        self._reread(partitions)
+
+    # -- ZooKeeper state reads ------------------------------------------------------------------
+    def _all_partitions(self) -> Iterable[TopicPartition]:
+        for row in self.state.partitions.values():
+            yield TopicPartition(row.topic, row.partition)
+
+    def _reread(self, partitions: Iterable[TopicPartition]) -> None:
+        """Queue state znodes to read; ``_read_some`` reads them a chunk per loop turn."""
+        self._pending_reads.update(dict.fromkeys(partitions))
+
+    def _reread_unresolved(self, partitions: list[TopicPartition]) -> None:
+        live = self.state.live
+        rows = self.state.partitions
+        self._reread(
+            tp
+            for tp in partitions
+            if (row := rows.get(layout.member(tp.topic, tp.partition))) is not None
+            and (row.derived or row.leader not in live)
+        )
+
+    def _read_now(self, partitions: list[TopicPartition]) -> None:
+        rows = self.state.partitions
+        live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
+        if live:
+            self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
+
+    def _known_mzxid(self, tp: TopicPartition) -> int:
+        row = self.state.partitions.get(layout.member(tp.topic, tp.partition))
+        return row.mzxid if row is not None else -2
+
+    def _schedule_followups(self, partitions: list[TopicPartition], delays: tuple[float, ...] | None = None) -> None:
+        if not partitions:
+            return
+        for delay in delays if delays is not None else self.config.followups:
+            self._at(delay, functools.partial(self._reread, partitions))
+
+    def _at(self, delay: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (self.clock() + delay, next(self._timer_ids), action))
+
+    def _run_timers(self) -> None:
+        now = self.clock()
+        while self._timers and self._timers[0][0] <= now:
+            _due, _id, action = heapq.heappop(self._timers)
+            if not self._need_resync:
+                action()
+
+    def _sweep_some(self) -> None:
+        """One chunk of background work: re-derivations, then queued re-reads, then the sweep."""
+        if self._refresh_queue:
+            queue_ = self._refresh_queue
+            self.state.refresh([queue_.popleft() for _ in range(min(self.config.refresh_chunk, len(queue_)))])
+            return
+        if self._pending_reads:
+            pending = self._pending_reads
+            chunk = list(itertools.islice(pending, self.config.sweep_chunk))
+            for tp in chunk:
+                del pending[tp]
+            self._read_now(chunk)
+            return
+        now = self.clock()
+        if not self._sweep and now >= self._next_sweep and not self._need_resync:
+            self._sweep.extend(self._all_partitions())
+            self._next_sweep = now + self.config.sweep_interval_s
+        if self._sweep:
+            chunk = [self._sweep.popleft() for _ in range(min(self.config.sweep_chunk, len(self._sweep)))]
+            self._read_now(chunk)
+
+    # -- resync ---------------------------------------------------------------------------------
+    def full_sync(self, reason: str) -> None:
+        """Rebuild everything from ZooKeeper (and the stream), then write a whole new snapshot."""
+        started = self.clock()
+        logger.info("mirror of %s: full resync (%s)", self.cluster, reason)
+        gc.unfreeze()
+        self._timers.clear()
+        self._sweep.clear()
+        self._pending_reads.clear()
+        self._refresh_queue.clear()
+        self._confirm.clear()
+        state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
+        state.begin_bulk()
+        self.state = state
+        watch = self._on_watch
+        controller_id, epoch = zksource.read_controller(self.zk, watch)
+        state.set_controller(controller_id, epoch)
+        state.set_brokers(zksource.read_brokers(self.zk, watch))
+        names = zksource.read_topic_names(self.zk, watch)
+        state.set_topic_names(names)
+        self._load_topics_bulk(state, names)
+        self._load_admin()
+        state.apply_state_reads(zksource.read_states(self.reader, list(self._all_partitions())))
+        last_id = self._replay_stream(state) if self.follower is not None else "0-0"
+        state.end_bulk()
+        state.forget_early_states()
+        gen = uuid.uuid4().hex[:12]
+        seq = max(self.seq, self.writer.last_seq()) + 1
+        now_ms = int(self.clock() * 1000)
+        self.seq, self.gen = seq, gen
+        self.zk_state = KazooState.CONNECTED if self.zk.connected else self.zk_state
+        self.synced_at_ms = now_ms
+        self.resyncs += 1
+        self.writer.write_full(state, self._meta(now_ms) | {"last_resync_reason": reason})
+        state.mark_flushed_all()
+        self.builder.reset(gen, seq)
+        self._first_change_at = None
+        self._need_resync = False
+        self._next_sweep = self.clock() + self.config.sweep_interval_s
+        if self.follower is not None:
+            self.stream_id = last_id
+            self.follower.restart(last_id)
+        self.publisher.publish([(groups.status(self.cluster), {"type": protocol.RESYNC, "gen": gen})])
+        # The snapshot is a few hundred thousand long-lived objects without cycles: keep the cyclic
+        # collector from walking them all again (full collections paused the loop for a second at
+        # 100,000 partitions). Reference counting still frees them when they are replaced.
+        gc.collect()
+        gc.freeze()
+        self.ready.set()
+        logger.info(
+            "mirror of %s: resynced %d partitions, %d topics, %d brokers in %.2f s (gen %s, seq %d)",
+            self.cluster,
+            len(state.partitions),
+            len(state.topics),
+            len(state.live),
+            self.clock() - started,
+            gen,
+            seq,
+        )
+
+    def _load_topics_bulk(self, state: MirrorState, names: list[str]) -> None:
+        found = zksource.read_topics(self.zk, names, self._on_watch)
+        present = [t for t, got in found.items() if got is not None]
+        min_isr = zksource.read_min_isr(self.reader, present) if present else {}
+        for topic, got in found.items():
+            if got is not None:
+                state.set_topic(topic, got[0], got[1], min_isr.get(topic))
+
+    def _replay_stream(self, state: MirrorState) -> str:
+        """Apply the stream from the newest controller snapshot on; return the last id applied."""
+        key = state_change_stream_key(self.cluster)
+        start = replay_start(self.redis, self.cluster, self.config.replay_max)
+        last_id = "0-0"
+        lower = start
+        while True:
+            entries: Any = self.redis.xrange(key, min=lower, max="+", count=5_000)
+            if not entries:
+                break
+            state.apply_records(decode_entries(entries))
+            last_id = entries[-1][0].decode()
+            lower = f"({last_id}"
+        if last_id == "0-0":
+            info: Any = self.redis.xinfo_stream(key) if self.redis.exists(key) else None
+            if info is not None:
+                last = info.get("last-generated-id") or info.get(b"last-generated-id")
+                if last:
+                    last_id = last.decode() if isinstance(last, bytes) else str(last)
+        return last_id
+
+    # -- flush and heartbeat --------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write what changed in one transaction, then publish it to the watched scopes."""
+        first = self._first_change_at
+        self._first_change_at = None
+        changes = self.state.take_changes()
+        if changes.is_empty:
+            return
+        now = self.clock()
+        seq = self.seq + 1
+        watched = self._watched_scopes(now)
+        messages = self.builder.build(changes, seq, watched)
+        lag_ms = (now - first) * 1000.0 if first is not None else 0.0
+        try:
+            if self.writer.meta_gen() != self.gen:
+                # Redis restarted or was flushed since the last heartbeat: deltas would land in an
+                # empty snapshot. Rebuild the whole thing instead.
+                self._request_resync("Redis lost the snapshot")
+                return
+            self.writer.write_changes(changes, {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)})
+        except redis.RedisError as exc:
+            # The snapshot in Redis now misses these changes: rebuild it once Redis answers again.
+            self._request_resync(f"Redis write failed: {exc}")
+            return
+        self.seq = seq
+        self.last_flush_lag_ms = lag_ms
+        self.flushes += 1
+        written = self.clock()
+        self.publisher.publish(messages)
+        if len(changes.rows) >= 1000:
+            # Rows replaced in a storm are new long-lived objects: move them out of the cyclic
+            # collector's way now (a gen-2 pass over 10^5 rows stalls the loop for ~1 s).
+            gc.freeze()
+        if len(changes.rows) >= 1000:
+            logger.info(
+                "mirror of %s: seq %d carried %d rows (%d messages); lag %.0f ms, build+write %.0f ms, publish %.0f ms",
+                self.cluster,
+                seq,
+                len(changes.rows),
+                len(messages),
+                lag_ms,
+                (written - now) * 1000.0,
+                (self.clock() - written) * 1000.0,
+            )
+
+    def _watched_scopes(self, now: float) -> set[str]:
+        if now - self._watched_at >= self.config.interest_refresh_s / 4:
+            self._watched = watched_scopes(self.writer.watched_entries(int(now * 1000)))
+            self._watched_at = now
+        return self._watched
+
+    def _meta(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "gen": self.gen,
+            "seq": self.seq,
+            "mode": self.config.mode,
+            "zk_state": self.zk_state,
+            "synced_at": self.synced_at_ms,
+            "heartbeat_at": now_ms,
+            "lag_ms": round(self.last_flush_lag_ms),
+            "stream_lag_ms": round(self.stream_lag_ms),
+            "controller_id": "" if self.state.controller_id is None else self.state.controller_id,
+            "controller_epoch": "" if self.state.controller_epoch is None else self.state.controller_epoch,
+            "stream_id": self.stream_id,
+            "resyncs": self.resyncs,
+            "owner": self.owner,
+            "resync_pending": int(self._need_resync),
+        }
+
+    def status(self, now_ms: int) -> dict[str, Any]:
+        """What pages show about freshness (also sent to them every heartbeat)."""
+        return {
+            "gen": self.gen,
+            "seq": self.seq,
+            "zk_state": self.zk_state,
+            "synced_at": self.synced_at_ms,
+            "heartbeat_at": now_ms,
+            "lag_ms": round(self.last_flush_lag_ms),
+            "resync_pending": self._need_resync,
+        }
+
+    def _collect_garbage_when_idle(self, now: float) -> None:
+        """Reclaim reference cycles (kazoo, redis, tracebacks) now and then, never mid-storm."""
+        idle = self._first_change_at is None and not (self._refresh_queue or self._pending_reads or self._sweep)
+        if idle and now >= self._next_gc:
+            self._next_gc = now + self.config.gc_interval_s
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+
+    def heartbeat(self) -> None:
+        now = self.clock()
+        now_ms = int(now * 1000)
+        self._next_heartbeat = now + self.config.heartbeat_s
+        self._collect_garbage_when_idle(now)
+        if self.zk_state == KazooState.CONNECTED and not self._need_resync:
+            self.synced_at_ms = now_ms
+        try:
+            if not self._need_resync and self.gen and self.writer.meta_gen() != self.gen:
+                # Redis restarted empty or was flushed: our snapshot is gone.
+                self._request_resync("Redis lost the snapshot")
+            if self.gen:
+                self.writer.write_meta(self._meta(now_ms))
+            self.writer.prune_interest(now_ms)
+        except redis.RedisError as exc:
+            logger.warning("mirror of %s: Redis unavailable (%s)", self.cluster, exc)
+            self._request_resync("Redis unavailable")
+            return
+        self.publisher.publish(
+            [(groups.status(self.cluster), {"type": protocol.STATUS, "status": self.status(now_ms)})]
+        )
+
+
+def _tp(m: str) -> TopicPartition:
+    topic, partition, _ = layout.parse_member(m)
+    return TopicPartition(topic, partition)

@@ -1,0 +1,765 @@
+"""The mirror's in-memory model of one cluster, and the changes waiting for the next flush.
+
+Mutated only on the mirror's thread (ZooKeeper watches and the stream reader enqueue; the mirror
+loop applies). Every mutation keeps the aggregate counters exact by subtracting the old row's
+contribution and adding the new one's (``aggregates``), marks what changed, and counts state
+transitions per edge; ``take_changes()`` hands all that over as one coalesced ``ChangeSet``.
+
+Two invariants from the reliability notes hold here, not in the writer:
+
+* **Never regress** (S6): a ZooKeeper read older than what we hold, by ``(leader_epoch, mzxid)``,
+  is ignored; so is a stream record whose leader epoch is older than the row's.
+* **Derived means derived**: a partition's state comes from the controller's records when we have
+  them (managed mode) and is otherwise derived from ZooKeeper and flagged ``derived``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+
+from controller_core.model import ReplicaAssignment, TopicPartition
+from controller_core.states import PartitionState, ReplicaState
+from dashboard.clusters import layout
+from dashboard.clusters.layout import LIVE_BROKERS, TOPICS, PartitionRow
+from workers.mirror.aggregates import broker_state_contribution, rederive, topic_contribution
+from workers.mirror.changes import CLUSTER_SCOPE, ChangeSet, broker_scope, topic_scope
+
+logger = logging.getLogger(__name__)
+
+try:
+    # Counter.update's C core, without its per-call type checks (it runs six times per changed row).
+    from collections import _count_elements  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - other Pythons
+
+    def _count_elements(mapping: Counter[str], iterable: Iterable[str]) -> None:
+        for item in iterable:
+            mapping[item] += 1
+
+
+MANAGED = "managed"
+OBSERVED = "observed"
+_NON_EXISTENT_P = str(PartitionState.NON_EXISTENT)
+_NON_EXISTENT_R = str(ReplicaState.NON_EXISTENT)
+_NEW_R = str(ReplicaState.NEW)
+_PARTITION_STATES = frozenset(layout.PARTITION_STATES)
+_REPLICA_STATES = frozenset(layout.REPLICA_STATES)
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    """What the mirror keeps per topic besides its partitions."""
+
+    name: str
+    topic_id: str | None = None
+    min_isr: int = 1
+    partitions: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class StateRead:
+    """One partition state znode as read from ZooKeeper (``mzxid`` orders reads of one znode)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int
+    mzxid: int
+
+
+# (partition state, replicas, replica states in replica order): what decides zset membership.
+Membership = tuple[str, tuple[int, ...], tuple[str, ...]]
+
+
+class MirrorState:
+    """One cluster as the mirror sees it.
+
+    Example::
+
+        state = MirrorState("demo", mode=OBSERVED)
+        state.set_brokers({1: {...}, 2: {...}})
+        state.set_topic("orders", None, {0: ReplicaAssignment.of([1, 2])})
+        state.apply_state_reads({TopicPartition("orders", 0): StateRead(1, 0, (1, 2), 1, 0, 10)})
+        changes = state.take_changes()   # rows, counters, zset moves, transitions
+    """
+
+    def __init__(self, cluster: str, mode: str = OBSERVED, default_min_isr: int = 1) -> None:
+        if mode not in (MANAGED, OBSERVED):
+            raise ValueError(f"mode must be {MANAGED!r} or {OBSERVED!r}, not {mode!r}")
+        self.cluster = cluster
+        self._key_base = layout.partition_state_set(cluster, "")[: -len("pz:")]
+        self.mode = mode
+        self.default_min_isr = default_min_isr
+        self.partitions: dict[str, PartitionRow] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.brokers: dict[int, dict[str, Any]] = {}
+        self.live: frozenset[int] = frozenset()
+        self.hosting: dict[int, set[str]] = {}
+        # Counters are kept as added minus removed contributions: both sides only ever grow through
+        # Counter.update (a C loop), the hot path's cheapest way to keep 100,000 rows' sums exact.
+        self._pos: Counter[str] = Counter()
+        self._neg: Counter[str] = Counter()
+        self._tpos: dict[str, Counter[str]] = {}
+        self._tneg: dict[str, Counter[str]] = {}
+        self._gauges: dict[str, int] = {}
+        self.controller_id: int | None = None
+        self.controller_epoch: int | None = None
+        self.deleting: frozenset[str] = frozenset()
+        self.admin: dict[str, Any] = {}
+        self._admin_reassign: frozenset[str] = frozenset()
+        # Controller states that arrived before the partition's assignment did.
+        self._early_states: dict[str, tuple[str | None, dict[int, str]]] = {}
+        self._recording = True
+        self._reset_pending()
+
+    # -- pending changes ------------------------------------------------------------------------
+    def _reset_pending(self) -> None:
+        self._changes = ChangeSet()
+        self._edges: Counter[tuple[str, str, str, str]] = Counter()
+        self._dirty_rows: set[str] = set()
+        self._removed_rows: dict[str, Membership] = {}
+        self._dirty_counts: set[str] = set()
+        self._dirty_topic_counts: dict[str, set[str]] = {}
+        self._dirty_topics: set[str] = set()
+        self._removed_topics: set[str] = set()
+        self._dirty_brokers: set[int] = set()
+        self._removed_brokers: set[int] = set()
+        self._flushed: dict[str, Membership] = getattr(self, "_flushed", {})
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(
+            self._dirty_rows
+            or self._removed_rows
+            or self._dirty_counts
+            or self._dirty_topics
+            or self._removed_topics
+            or self._dirty_brokers
+            or self._removed_brokers
+            or bool(self._edges)
+            or not self._changes.is_empty
+        )
+
+    def take_changes(self) -> ChangeSet:
+        """Hand over everything changed since the last call, coalesced, and start afresh."""
+        ch = self._changes
+        ch.add_edges(self._edges)
+        for m in self._dirty_rows:
+            row = self.partitions.get(m)
+            if row is None:
+                continue
+            ch.rows[m] = row
+            new = _membership(row)
+            old = self._flushed.get(m)
+            if old != new:
+                self._diff_membership(ch, m, old, new)
+                self._flushed[m] = new
+        for m, old in self._removed_rows.items():
+            if m in self.partitions:
+                continue
+            ch.removed_rows.append(m)
+            self._diff_membership(ch, m, old, None)
+        pos, neg, gauges = self._pos, self._neg, self._gauges
+        ch.counts = {k: gauges[k] if k in gauges else pos[k] - neg[k] for k in self._dirty_counts}
+        for topic, keys in self._dirty_topic_counts.items():
+            tc = self.topic_count(topic) if topic in self._tpos else None
+            ch.topic_counts[topic] = {k: (tc.get(k, 0) if tc else 0) for k in keys}
+        for topic in self._dirty_topics | set(self._dirty_topic_counts):
+            if topic in self.topics:
+                ch.topics[topic] = self.topic_summary(topic)
+        ch.removed_topics = sorted(t for t in self._removed_topics if t not in self.topics)
+        ch.brokers = {b: self.brokers[b] for b in self._dirty_brokers if b in self.brokers}
+        ch.removed_brokers = sorted(b for b in self._removed_brokers if b not in self.brokers)
+        self._reset_pending()
+        return ch
+
+    def mark_flushed_all(self) -> None:
+        """Record that a full snapshot of the current state was just written."""
+        self._flushed = {m: _membership(row) for m, row in self.partitions.items()}
+        self._reset_pending()
+
+    def _diff_membership(self, ch: ChangeSet, m: str, old: Membership | None, new: Membership | None) -> None:
+        if old is not None and new is not None and old[1] == new[1]:
+            self._diff_same_replicas(ch, m, old, new)
+            return
+        old_keys = self._membership_keys(m, old) if old else set()
+        new_keys = self._membership_keys(m, new) if new else set()
+        for key, name in old_keys - new_keys:
+            ch.zrem.setdefault(key, []).append(name)
+        for key, name in new_keys - old_keys:
+            ch.zadd.setdefault(key, []).append(name)
+
+    def _diff_same_replicas(self, ch: ChangeSet, m: str, old: Membership, new: Membership) -> None:
+        """The common case (a failover): only states moved, so only their sets change."""
+        zadd, zrem = ch.zadd, ch.zrem
+        base = self._key_base
+        old_p, replicas, old_rs = old
+        new_p, _, new_rs = new
+        if old_p != new_p:
+            zrem.setdefault(f"{base}pz:{old_p}", []).append(m)
+            zadd.setdefault(f"{base}pz:{new_p}", []).append(m)
+            for b in replicas:
+                zrem.setdefault(f"{base}pzb:{b}:{old_p}", []).append(m)
+                zadd.setdefault(f"{base}pzb:{b}:{new_p}", []).append(m)
+        for b, so, sn in zip(replicas, old_rs, new_rs, strict=True):
+            if so != sn:
+                zrem.setdefault(f"{base}rz:{so}", []).append(f"{m}@{b}")
+                zadd.setdefault(f"{base}rz:{sn}", []).append(f"{m}@{b}")
+                zrem.setdefault(f"{base}rzb:{b}:{so}", []).append(m)
+                zadd.setdefault(f"{base}rzb:{b}:{sn}", []).append(m)
+
+    def _membership_keys(self, m: str, mb: Membership) -> set[tuple[str, str]]:
+        c = self.cluster
+        pstate, replicas, rstates = mb
+        keys = {(layout.partition_state_set(c, pstate), m)}
+        for b, rs in zip(replicas, rstates, strict=True):
+            keys.add((layout.partition_state_set(c, pstate, b), m))
+            keys.add((layout.replica_state_set(c, rs), f"{m}@{b}"))
+            keys.add((layout.replica_state_set(c, rs, b), m))
+            keys.add((layout.hosted_set(c, b), m))
+        return keys
+
+    def membership_of(self, m: str) -> set[tuple[str, str]]:
+        """Every (zset key, member) a partition belongs to now (for full snapshots)."""
+        return self._membership_keys(m, _membership(self.partitions[m]))
+
+    # -- counters -------------------------------------------------------------------------------
+    def _count(self, row: PartitionRow, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) one row's contribution (used where old and new differ in
+        more than states, e.g. topic creation and removal)."""
+        if sign > 0:
+            self._recount(None, row)
+        else:
+            self._recount(row, None)
+
+    def _recount(
+        self, old: PartitionRow | None, new: PartitionRow | None, old_live: AbstractSet[int] | None = None
+    ) -> None:
+        """Move the counters from ``old``'s contribution to ``new``'s, touching only keys that differ.
+
+        ``old_live`` is the broker set ``old`` was counted with (when the broker set just changed).
+        """
+        ref = new if new is not None else old
+        assert ref is not None
+        topic = ref.topic
+        info = self.topics.get(topic)
+        min_isr = info.min_isr if info else self.default_min_isr
+        new_keys: tuple[list[str], list[str]] | None = None
+        if new is not None:
+            new_keys = (topic_contribution(new, self.live, min_isr), broker_state_contribution(new))
+            new.counted = new_keys
+        old_keys: tuple[list[str], list[str]] | None = None
+        if old is not None:
+            old_keys = old.counted or (
+                topic_contribution(old, self.live if old_live is None else old_live, min_isr),
+                broker_state_contribution(old),
+            )
+            old.counted = None
+        if new_keys is not None and old_keys is not None and new_keys == old_keys:
+            return
+        pos, neg = self._pos, self._neg
+        tpos = self._tpos.get(topic)
+        if tpos is None:
+            tpos = self._tpos[topic] = Counter()
+            self._tneg[topic] = Counter()
+        tneg = self._tneg[topic]
+        if new_keys is not None:
+            _count_elements(pos, new_keys[0])
+            _count_elements(pos, new_keys[1])
+            _count_elements(tpos, new_keys[0])
+        if old_keys is not None:
+            _count_elements(neg, old_keys[0])
+            _count_elements(neg, old_keys[1])
+            _count_elements(tneg, old_keys[0])
+        if self._recording:
+            dirty = self._dirty_counts
+            tdirty = self._dirty_topic_counts.get(topic)
+            if tdirty is None:
+                tdirty = self._dirty_topic_counts[topic] = set()
+            for keys in (new_keys, old_keys):
+                if keys is not None:
+                    dirty.update(keys[0])
+                    dirty.update(keys[1])
+                    tdirty.update(keys[0])
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Every cluster counter (computed: use for full snapshots and tests, not per change)."""
+        out = self._pos.copy()
+        out.subtract(self._neg)
+        out.update(self._gauges)
+        return out
+
+    def count(self, key: str) -> int:
+        if key in self._gauges:
+            return self._gauges[key]
+        return self._pos[key] - self._neg[key]
+
+    def topic_count(self, topic: str) -> Counter[str]:
+        out = self._tpos.get(topic, Counter()).copy()
+        out.subtract(self._tneg.get(topic, Counter()))
+        return out
+
+    @property
+    def topic_counts(self) -> dict[str, Counter[str]]:
+        return {topic: self.topic_count(topic) for topic in self._tpos}
+
+    def _set_gauge(self, key: str, value: int) -> None:
+        if self._gauges.get(key) != value:
+            self._gauges[key] = value
+            self._dirty_counts.add(key)
+
+    # -- row replacement ------------------------------------------------------------------------
+    def _replace(
+        self,
+        old: PartitionRow | None,
+        new: PartitionRow,
+        *,
+        diff_edges: bool = True,
+        old_live: AbstractSet[int] | None = None,
+    ) -> None:
+        """Replace ``old`` by ``new``: counters, hosting index, dirty marks, transitions."""
+        m = new.member
+        self.partitions[m] = new
+        self._recount(old, new, old_live)
+        if old is None or old.replicas != new.replicas:
+            if old is not None:
+                for b in old.replicas:
+                    self.hosting.get(b, set()).discard(m)
+            for b in new.replicas:
+                self.hosting.setdefault(b, set()).add(m)
+        self._dirty_rows.add(m)
+        if diff_edges and self._recording:
+            self._record_diff(old, new)
+
+    def _record_diff(self, old: PartitionRow | None, new: PartitionRow | None) -> None:
+        if old is None and new is None:
+            return
+        ref = new if new is not None else old
+        assert ref is not None
+        edges = self._edges
+        old_state = old.state if old is not None else _NON_EXISTENT_P
+        new_state = new.state if new is not None else _NON_EXISTENT_P
+        tscope = f"topic:{ref.topic}"
+        hosts = set(old.replicas if old else ()) | set(new.replicas if new else ())
+        if old_state != new_state:
+            edges[(CLUSTER_SCOPE, "partition", old_state, new_state)] += 1
+            edges[(tscope, "partition", old_state, new_state)] += 1
+            for b in hosts:
+                edges[(f"broker:{b}", "partition", old_state, new_state)] += 1
+        old_rs = old.replica_states if old is not None else {}
+        new_rs = new.replica_states if new is not None else {}
+        for b in hosts:
+            src = old_rs.get(b, _NON_EXISTENT_R)
+            dst = new_rs.get(b, _NON_EXISTENT_R)
+            if src != dst:
+                edges[(CLUSTER_SCOPE, "replica", src, dst)] += 1
+                edges[(tscope, "replica", src, dst)] += 1
+                edges[(f"broker:{b}", "replica", src, dst)] += 1
+
+    def _remove_row(self, m: str) -> None:
+        old = self.partitions.pop(m, None)
+        if old is None:
+            return
+        self._count(old, -1)
+        for b in old.replicas:
+            self.hosting.get(b, set()).discard(m)
+        self._dirty_rows.discard(m)
+        flushed = self._flushed.pop(m, None)
+        if flushed is not None:
+            self._removed_rows[m] = flushed
+        if self._recording:
+            self._record_diff(old, None)
+
+    # -- brokers and controller -----------------------------------------------------------------
+    def set_brokers(self, registrations: Mapping[int, dict[str, Any]], *, defer: bool = False) -> list[str]:
+        """Replace the registered brokers; re-derive every partition hosted by one that came or went.
+
+        With ``defer`` the rows to re-derive are returned instead, for the caller to ``refresh`` a
+        chunk at a time (the mirror does, so a broker hosting 50,000 partitions does not stall the
+        controller's records behind it). Counters stay exact either way: each row is recounted from
+        what it was counted with.
+        """
+        new_live = frozenset(registrations)
+        changed = new_live ^ self.live
+        for b in set(self.brokers) - set(registrations):
+            self._removed_brokers.add(b)
+        for b, reg in registrations.items():
+            if self.brokers.get(b) != reg:
+                self._dirty_brokers.add(b)
+        self.brokers = dict(registrations)
+        self._set_gauge(LIVE_BROKERS, len(new_live))
+        if not changed:
+            return []
+        members = self._affected_by(changed)
+        self.live = new_live
+        if defer:
+            return members
+        self.refresh(members)
+        return []
+
+    def _affected_by(self, changed: frozenset[int]) -> list[str]:
+        members: set[str] = set()
+        for b in changed:
+            members |= self.hosting.get(b, set())
+        for led in self.partitions.values():
+            if led.leader in changed:
+                members.add(led.member)
+        return [
+            m
+            for m in members
+            if (row := self.partitions.get(m)) is not None
+            # A row whose states the controller reported only depends on broker liveness through
+            # its leader; skipping the others keeps a broker death O(partitions it leads).
+            and (row.derived or row.replica_derived or row.leader in changed)
+        ]
+
+    def refresh(self, members: Iterable[str]) -> None:
+        """Re-derive and recount rows after the broker set changed (see ``set_brokers``)."""
+        for m in members:
+            old = self.partitions.get(m)
+            if old is None:
+                continue
+            new = old.clone()
+            rederive(new, self.live)
+            if new.state == old.state and new.replica_states == old.replica_states:
+                # Only liveness-dependent counters (offline) moved; the row itself looks the same,
+                # so it is neither rewritten nor republished.
+                self.partitions[m] = new
+                self._recount(old, new)
+                continue
+            self._replace(old, new)
+
+    def set_controller(self, controller_id: int | None, epoch: int | None) -> None:
+        if (controller_id, epoch) != (self.controller_id, self.controller_epoch):
+            self.controller_id, self.controller_epoch = controller_id, epoch
+            self._changes.controller = self.controller_view()
+
+    def controller_view(self) -> dict[str, Any]:
+        epoch = self.controller_epoch
+        return {
+            "id": self.controller_id,
+            "epoch": epoch,
+            # Each election after the first bumps the epoch, so epoch - 1 counts failovers.
+            "failovers": max(epoch - 1, 0) if epoch is not None else None,
+        }
+
+    def set_admin(self, name: str, value: Any) -> None:
+        """Record a pending ``/admin`` request (``None`` when it is gone)."""
+        if self.admin.get(name) != value:
+            if value is None:
+                self.admin.pop(name, None)
+            else:
+                self.admin[name] = value
+            self._changes.admin[name] = value
+
+    def set_deleting(self, topics: Iterable[str]) -> None:
+        new = frozenset(topics)
+        for topic in new ^ self.deleting:
+            self._dirty_topics.add(topic)
+        self.deleting = new
+        self.set_admin("delete_topics", sorted(new) or None)
+
+    def set_admin_reassignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions named in the legacy ``/admin/reassign_partitions`` znode count as reassigning."""
+        new = frozenset(layout.member(tp.topic, tp.partition) for tp in partitions)
+        for m in new ^ self._admin_reassign:
+            old = self.partitions.get(m)
+            if old is not None:
+                row = old.clone()
+                row.admin_reassign = m in new
+                self._replace(old, row)
+        self._admin_reassign = new
+
+    # -- topics ---------------------------------------------------------------------------------
+    def set_topic_names(self, names: Iterable[str]) -> list[str]:
+        """Drop topics that are gone; return the names that are new (their znodes must be read)."""
+        wanted = set(names)
+        for topic in [t for t in self.topics if t not in wanted]:
+            self.remove_topic(topic)
+        new = sorted(wanted - set(self.topics))
+        self._set_gauge(TOPICS, len(wanted))
+        return new
+
+    def set_topic(
+        self,
+        topic: str,
+        topic_id: str | None,
+        assignment: Mapping[int, ReplicaAssignment],
+        min_isr: int | None = None,
+    ) -> list[TopicPartition]:
+        """Apply a topic znode; return the partitions that are new (their state znodes must be read)."""
+        info = self.topics.get(topic)
+        created = info is None
+        if info is None:
+            info = self.topics[topic] = TopicInfo(topic, topic_id, min_isr or self.default_min_isr)
+            self._set_gauge(TOPICS, len(self.topics))
+        min_isr_changed = min_isr is not None and min_isr != info.min_isr
+        if min_isr_changed:
+            rows = [self.partitions[layout.member(topic, p)] for p in info.partitions]
+            for row in rows:
+                self._count(row, -1)
+            info.min_isr = min_isr or self.default_min_isr
+            for row in rows:
+                self._count(row, +1)
+            self._dirty_topics.add(topic)
+        if info.topic_id != topic_id:
+            info.topic_id = topic_id
+            self._dirty_topics.add(topic)
+        new_partitions: list[TopicPartition] = []
+        for p, a in assignment.items():
+            m = layout.member(topic, p)
+            old = self.partitions.get(m)
+            if old is None:
+                row = PartitionRow(topic, p, a.replicas, a.adding_replicas, a.removing_replicas)
+                row.admin_reassign = m in self._admin_reassign
+                early = self._early_states.pop(m, None)
+                rederive(row, self.live)
+                if early is not None:
+                    self._apply_early(row, early)
+                self._replace(None, row)
+                new_partitions.append(TopicPartition(topic, p))
+            elif (old.replicas, old.adding, old.removing) != (a.replicas, a.adding_replicas, a.removing_replicas):
+                new = old.clone()
+                new.replicas, new.adding, new.removing = a.replicas, a.adding_replicas, a.removing_replicas
+                new.replica_states = {b: s for b, s in old.replica_states.items() if b in a.replicas}
+                rederive(new, self.live)
+                self._replace(old, new)
+        for p in info.partitions - set(assignment):
+            self._remove_row(layout.member(topic, p))
+        info.partitions = frozenset(assignment)
+        if created or new_partitions:
+            self._dirty_topics.add(topic)
+        return new_partitions
+
+    def remove_topic(self, topic: str) -> None:
+        info = self.topics.pop(topic, None)
+        if info is None:
+            return
+        for p in info.partitions:
+            self._remove_row(layout.member(topic, p))
+        self._tpos.pop(topic, None)
+        self._tneg.pop(topic, None)
+        self._dirty_topic_counts.pop(topic, None)
+        self._dirty_topics.discard(topic)
+        self._removed_topics.add(topic)
+        self._set_gauge(TOPICS, len(self.topics))
+
+    def topic_summary(self, topic: str) -> str:
+        info = self.topics[topic]
+        tc = self.topic_count(topic)
+        rf = 0
+        for p in info.partitions:
+            row = self.partitions.get(layout.member(topic, p))
+            if row is not None:
+                rf = max(rf, len(row.replicas) - len(row.adding))
+                break
+        return layout.topic_summary(len(info.partitions), rf, tc, info.topic_id, topic in self.deleting, info.min_isr)
+
+    # -- partition states from ZooKeeper --------------------------------------------------------
+    def apply_state_reads(self, reads: Mapping[TopicPartition, StateRead | None]) -> int:
+        """Apply bulk-read state znodes (``None``: no state znode); return how many rows changed."""
+        changed = 0
+        for tp, read in reads.items():
+            m = layout.member(tp.topic, tp.partition)
+            old = self.partitions.get(m)
+            if old is None:
+                continue
+            if read is None:
+                if old.mzxid < 0 and old.leader_epoch < 0:
+                    continue
+                # The state znode is gone (topic deletion): the partition has no leader any more.
+                new = old.clone()
+                new.leader, new.leader_epoch, new.isr, new.zk_version, new.mzxid = -1, -1, (), -1, -1
+            else:
+                if read.leader_epoch < old.leader_epoch or (
+                    read.leader_epoch == old.leader_epoch and read.mzxid <= old.mzxid
+                ):
+                    continue  # older than (or the same as) what we hold: never regress
+                if (read.leader, read.leader_epoch, read.isr) == (old.leader, old.leader_epoch, old.isr):
+                    # A confirmation of what the controller's stream already told us: keep the
+                    # versions for the next comparison, but there is nothing to show or publish.
+                    old.zk_version, old.mzxid, old.controller_epoch = read.zk_version, read.mzxid, read.controller_epoch
+                    continue
+                new = old.clone()
+                new.leader, new.leader_epoch, new.isr = read.leader, read.leader_epoch, read.isr
+                new.controller_epoch, new.zk_version, new.mzxid = read.controller_epoch, read.zk_version, read.mzxid
+            rederive(new, self.live)
+            self._replace(old, new)
+            changed += 1
+        return changed
+
+    # -- controller records (managed mode) ------------------------------------------------------
+    def apply_records(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Apply state-change records from the controller's stream, in order.
+
+        Records of one batch are folded into one working copy per partition and committed once:
+        a failover sends a partition record and a replica record for each partition, and counting,
+        indexing and publishing a row once instead of twice is most of the mirror's cost then.
+        """
+        work: dict[str, tuple[PartitionRow, PartitionRow]] = {}
+        for rec in records:
+            kind = rec.get("kind")
+            try:
+                if kind in ("partition_transition", "election"):
+                    self._partition_record(rec, work, state_change=True)
+                elif kind == "isr_change":
+                    self._partition_record(rec, work, state_change=False)
+                elif kind == "replica_transition":
+                    self._replica_record(rec, work)
+                elif kind == "state_snapshot":
+                    self._commit(work)
+                    work = {}
+                    self._apply_state_snapshot(rec)
+                elif kind == "failover":
+                    cid, epoch = rec.get("controller_id"), rec.get("controller_epoch")
+                    if isinstance(cid, int) and isinstance(epoch, int):
+                        self.set_controller(cid, epoch)
+            except (TypeError, ValueError, KeyError) as exc:
+                logger.warning("ignoring malformed state-change record %r: %s", rec, exc)
+        self._commit(work)
+
+    def _working(self, m: str, work: dict[str, tuple[PartitionRow, PartitionRow]]) -> PartitionRow | None:
+        got = work.get(m)
+        if got is not None:
+            return got[1]
+        old = self.partitions.get(m)
+        if old is None:
+            return None
+        row = old.clone()
+        work[m] = (old, row)
+        return row
+
+    def _commit(self, work: dict[str, tuple[PartitionRow, PartitionRow]]) -> None:
+        """Put the working copies in place; animate what derivation changed beyond the records."""
+        for old, row in work.values():
+            state, rstates = row.state, dict(row.replica_states)
+            rederive(row, self.live)
+            self._replace(old, row, diff_edges=False)
+            if not self._recording:
+                continue
+            if row.state != state:
+                for scope in self._partition_scopes(row):
+                    self._edges[(scope, "partition", state, row.state)] += 1
+            for b, dst in row.replica_states.items():
+                src = rstates.get(b, _NON_EXISTENT_R)
+                if src != dst:
+                    for scope in (CLUSTER_SCOPE, topic_scope(row.topic), broker_scope(b)):
+                        self._edges[(scope, "replica", src, dst)] += 1
+
+    def _partition_record(
+        self, rec: Mapping[str, Any], work: dict[str, tuple[PartitionRow, PartitionRow]], state_change: bool
+    ) -> None:
+        m = layout.member(str(rec["topic"]), int(rec["partition"]))
+        to_state = rec.get("to_state") if state_change else None
+        if to_state is not None and to_state not in _PARTITION_STATES:
+            raise ValueError(f"unknown partition state {to_state!r}")
+        row = self._working(m, work)
+        if row is None:
+            if to_state is not None:
+                prev = self._early_states.get(m, (None, {}))
+                self._early_states[m] = (to_state, prev[1])
+            return
+        leader_after = rec.get("leader_after")
+        epoch_after = rec.get("leader_epoch_after")
+        if isinstance(leader_after, int) and isinstance(epoch_after, int) and epoch_after >= row.leader_epoch:
+            row.leader = leader_after
+            row.leader_epoch = epoch_after
+            isr_after = rec.get("isr_after")
+            if isinstance(isr_after, list | tuple):
+                row.isr = tuple(int(b) for b in isr_after)
+            row.controller_epoch = int(rec.get("controller_epoch", row.controller_epoch))
+        if to_state is None:
+            return
+        src = str(rec.get("from_state") or row.state)
+        row.state = to_state
+        row.derived = False
+        if self._recording:
+            for scope in self._partition_scopes(row):
+                self._edges[(scope, "partition", src, to_state)] += 1
+
+    def _replica_record(self, rec: Mapping[str, Any], work: dict[str, tuple[PartitionRow, PartitionRow]]) -> None:
+        m = layout.member(str(rec["topic"]), int(rec["partition"]))
+        broker = int(rec["replica"])
+        to_state = rec.get("to_state")
+        if to_state not in _REPLICA_STATES:
+            raise ValueError(f"unknown replica state {to_state!r}")
+        row = self._working(m, work)
+        if row is None:
+            prev = self._early_states.get(m, (None, {}))
+            prev[1][broker] = str(to_state)
+            self._early_states[m] = prev
+            return
+        src = str(rec.get("from_state") or row.replica_states.get(broker, _NON_EXISTENT_R))
+        row.replica_derived = False
+        row.replica_states[broker] = str(to_state)
+        if self._recording:
+            for scope in (CLUSTER_SCOPE, topic_scope(row.topic), broker_scope(broker)):
+                self._edges[(scope, "replica", src, str(to_state))] += 1
+
+    def _partition_scopes(self, row: PartitionRow) -> list[str]:
+        return [CLUSTER_SCOPE, topic_scope(row.topic), *(broker_scope(b) for b in row.replicas)]
+
+    def _apply_state_snapshot(self, rec: Mapping[str, Any]) -> None:
+        """A new controller's full states: overwrite ours without animating (it is not a transition)."""
+        pstates: dict[str, str] = {}
+        for state, entities in (rec.get("partition_states") or {}).items():
+            if state not in _PARTITION_STATES:
+                raise ValueError(f"unknown partition state {state!r}")
+            for entity in entities:
+                tp = TopicPartition.parse(str(entity))
+                pstates[layout.member(tp.topic, tp.partition)] = state
+        rstates: dict[str, dict[int, str]] = {}
+        for state, entities in (rec.get("replica_states") or {}).items():
+            if state not in _REPLICA_STATES:
+                raise ValueError(f"unknown replica state {state!r}")
+            for entity in entities:
+                part, _, broker = str(entity).rpartition("@")
+                tp = TopicPartition.parse(part)
+                rstates.setdefault(layout.member(tp.topic, tp.partition), {})[int(broker)] = state
+        for m in set(pstates) | set(rstates):
+            old = self.partitions.get(m)
+            if old is None:
+                prev = self._early_states.get(m, (None, {}))
+                self._early_states[m] = (pstates.get(m, prev[0]), {**prev[1], **rstates.get(m, {})})
+                continue
+            new = old.clone()
+            if m in pstates:
+                new.state = pstates[m]
+                new.derived = False
+            if m in rstates:
+                new.replica_states.update(rstates[m])
+                new.replica_derived = False
+            rederive(new, self.live)
+            self._replace(old, new, diff_edges=False)
+
+    def _apply_early(self, row: PartitionRow, early: tuple[str | None, dict[int, str]]) -> None:
+        pstate, rstates = early
+        if pstate is not None:
+            row.state = pstate
+            row.derived = False
+        if rstates:
+            row.replica_states.update(rstates)
+            row.replica_derived = False
+            rederive(row, self.live)
+
+    # -- bulk loading ---------------------------------------------------------------------------
+    def begin_bulk(self) -> None:
+        """Stop recording changes (a full sync is written as a whole snapshot, not as deltas)."""
+        self._recording = False
+
+    def end_bulk(self) -> None:
+        self._recording = True
+
+    def forget_early_states(self) -> None:
+        self._early_states.clear()
+
+
+def _membership(row: PartitionRow) -> Membership:
+    states = row.replica_states
+    return row.state, row.replicas, tuple(states.get(b, _NEW_R) for b in row.replicas)
