@@ -79,26 +79,69 @@ def _manage(*args: str, env: dict[str, str]) -> str:
     return result.stdout
 
 
+CONTROLLER_IDS = (9001, 9002)
+
+
 def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]:
-    """The processes of the stack, in start order."""
-    return [
+    """The processes of the stack, in start order.
+
+    Two Celery workers each host a controller candidate (one becomes active, the other stands by)
+    and a mirror candidate for the demo cluster (one holds the Redis lease); both also run tasks.
+    """
+    children = [
         Child(
             "web",
             [PYTHON, "-m", "daphne", "-b", args.host, "-p", str(args.port), "dashboard.asgi:application"],
             env,
-        ),
-        Child(
-            "worker",
-            [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO", "-n", "worker@%h", "-c", "2"],
-            env,
-        ),
+        )
     ]
+    for n, controller_id in enumerate(CONTROLLER_IDS, start=1):
+        worker_env = dict(
+            env,
+            WORKER_ROLES="controller,mirror",
+            CONTROLLER_ID=str(controller_id),
+            CONTROLLER_CLUSTER=args.cluster,
+            CONTROLLER_REBALANCE_INTERVAL_S=str(args.rebalance_interval),
+        )
+        children.append(
+            Child(
+                f"worker-{n}",
+                [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO", "-n", f"worker{n}@%h", "-c", "2"],
+                worker_env,
+            )
+        )
+    if args.brokers > 0:
+        children.append(
+            Child(
+                "demo",
+                [
+                    PYTHON,
+                    "manage.py",
+                    "demo_cluster",
+                    "--brokers",
+                    str(args.brokers),
+                    "--racks",
+                    "2",
+                    "--zookeeper",
+                    env["ZOOKEEPER_CONNECT"],
+                    "--produce-rate",
+                    "5",
+                ],
+                env,
+            )
+        )
+    return children
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/run", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address the dashboard listens on")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("--cluster", default="demo", help="name of the demo cluster in the dashboard")
+    parser.add_argument("--brokers", type=int, default=5, help="demo broker agents to run (0: none)")
+    parser.add_argument(
+        "--rebalance-interval", type=int, default=30, help="leader.imbalance.check.interval.seconds for the demo"
+    )
     args = parser.parse_args(argv)
 
     services = default_service_set()
@@ -117,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(services.status()), flush=True)
     _manage("migrate", "--noinput", "-v", "0", env=env)
     credentials = _manage("ensure_admin", env=env).strip()
+    _manage(
+        "ensure_cluster", "--name", args.cluster, "--zookeeper", env["ZOOKEEPER_CONNECT"], "--mode", "managed", env=env
+    )
 
     lock = threading.Lock()
     children = build_children(args, env)
@@ -137,10 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [
                     "",
                     "=" * 64,
-                    f"  Dashboard:  {url}",
+                    f"  Dashboard:  {url}   (cluster {args.cluster!r}: {url}clusters/{args.cluster}/)",
                     f"  Health:     {url}healthz",
                     "  " + credentials.replace("\n", "\n  "),
                     f"  ZooKeeper:  {env['ZOOKEEPER_CONNECT']}   Redis: {env['REDIS_URL']}",
+                    f"  Controllers {CONTROLLER_IDS[0]} and {CONTROLLER_IDS[1]} (one active, one standby);"
+                    f" {args.brokers} demo brokers",
+                    "  Faults by hand: .venv/bin/python manage.py demo_cluster kill|stop|start N",
                     "  Ctrl-C stops everything this command started.",
                     "=" * 64,
                     "",
