@@ -19,6 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from controller_core.events import AlterIsrReceived, ControlledShutdown
 from controller_core.model import LeaderAndIsr, TopicPartition
+from controller_core.protocol import (
+    ALTER_ISR_PATH,
+    CONTROLLED_SHUTDOWN_PATH,
+    AlterIsrPartitionResult,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 from controller_core.requests import ErrorCode
 
 if TYPE_CHECKING:
@@ -26,8 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ALTER_ISR_PATH = "/v1/alter_isr"
-CONTROLLED_SHUTDOWN_PATH = "/v1/controlled_shutdown"
 STATUS_PATH = "/v1/status"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 REQUEST_TIMEOUT_S = 60.0
@@ -37,55 +44,25 @@ class BadRequest(ValueError):
     """The body is not a valid request; answered with HTTP 400 and this message."""
 
 
-def _int(body: Mapping[str, Any], key: str) -> int:
-    value = body.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise BadRequest(f"{key!r} must be an integer")
-    return value
-
-
-def parse_alter_isr(body: Mapping[str, Any]) -> tuple[int, int, dict[TopicPartition, tuple[int, tuple[int, ...], int]]]:
-    broker_id, broker_epoch = _int(body, "broker_id"), _int(body, "broker_epoch")
-    raw = body.get("partitions")
-    if not isinstance(raw, list):
-        raise BadRequest("'partitions' must be a list")
-    partitions: dict[TopicPartition, tuple[int, tuple[int, ...], int]] = {}
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise BadRequest("each partition needs a 'topic' string")
-        isr = entry.get("new_isr")
-        if not isinstance(isr, list) or not all(isinstance(b, int) for b in isr) or not isr:
-            raise BadRequest("'new_isr' must be a non-empty list of broker ids")
-        tp = TopicPartition(entry["topic"], _int(entry, "partition"))
-        partitions[tp] = (_int(entry, "leader_epoch"), tuple(isr), _int(entry, "current_isr_version"))
-    return broker_id, broker_epoch, partitions
-
-
-def alter_isr_response(error: int, results: Mapping[TopicPartition, Any]) -> dict[str, Any]:
+def alter_isr_response(error: int, results: Mapping[TopicPartition, Any]) -> AlterIsrResponse:
+    """The wire answer for the controller's per-partition AlterIsr outcomes."""
     out = []
     for tp, result in results.items():
         if isinstance(result, LeaderAndIsr):
             out.append(
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "error_code": int(ErrorCode.NONE),
-                    "leader": result.leader,
-                    "leader_epoch": result.leader_epoch,
-                    "isr": list(result.isr),
-                    "zk_version": result.zk_version,
-                }
+                AlterIsrPartitionResult(
+                    tp.topic,
+                    tp.partition,
+                    ErrorCode.NONE,
+                    result.leader,
+                    result.leader_epoch,
+                    result.isr,
+                    result.zk_version,
+                )
             )
         else:
-            out.append({"topic": tp.topic, "partition": tp.partition, "error_code": int(result)})
-    return {"error_code": int(error), "partitions": out}
-
-
-def controlled_shutdown_response(error: int, remaining: Sequence[TopicPartition]) -> dict[str, Any]:
-    return {
-        "error_code": int(error),
-        "remaining_partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in remaining],
-    }
+            out.append(AlterIsrPartitionResult(tp.topic, tp.partition, ErrorCode(int(result))))
+    return AlterIsrResponse(ErrorCode(error), tuple(out))
 
 
 class ControllerApiServer:
@@ -167,30 +144,39 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the controller did not answer in time"})
 
         def _alter_isr(self, body: Mapping[str, Any]) -> dict[str, Any]:
-            broker_id, broker_epoch, partitions = parse_alter_isr(body)
+            try:
+                request = AlterIsrRequest.from_dict(body)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            partitions = {
+                p.topic_partition: (p.leader_epoch, p.new_isr, p.current_isr_version) for p in request.partitions
+            }
             done = threading.Event()
             box: dict[str, Any] = {}
 
             def reply(error: int, results: Mapping[TopicPartition, Any]) -> None:
-                box["response"] = alter_isr_response(error, results)
+                box["response"] = alter_isr_response(error, results).to_dict()
                 done.set()
 
-            controller.events.put(AlterIsrReceived(broker_id, broker_epoch, partitions, reply))
+            controller.events.put(AlterIsrReceived(request.broker_id, request.broker_epoch, partitions, reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
             response: dict[str, Any] = box["response"]
             return response
 
         def _controlled_shutdown(self, body: Mapping[str, Any]) -> dict[str, Any]:
-            broker_id, broker_epoch = _int(body, "broker_id"), _int(body, "broker_epoch")
+            try:
+                request = ControlledShutdownRequest.from_dict(body)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
             done = threading.Event()
             box: dict[str, Any] = {}
 
             def reply(error: int, remaining: Sequence[TopicPartition]) -> None:
-                box["response"] = controlled_shutdown_response(error, remaining)
+                box["response"] = ControlledShutdownResponse(ErrorCode(error), tuple(remaining)).to_dict()
                 done.set()
 
-            controller.events.put(ControlledShutdown(broker_id, broker_epoch, reply))
+            controller.events.put(ControlledShutdown(request.broker_id, request.broker_epoch, reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
             response: dict[str, Any] = box["response"]

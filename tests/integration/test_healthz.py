@@ -26,6 +26,7 @@ def live_settings(settings: Any, zk_chroot: str, redis_url: str) -> Any:
     settings.REDIS_URL = redis_url
     settings.HEALTH_CHECK_TIMEOUT_S = 2.0
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
+    app.close()  # drop broker connections an earlier test may have opened with other settings
     return settings
 
 
