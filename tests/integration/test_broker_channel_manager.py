@@ -297,8 +297,9 @@ def test_a_lightweight_agent_takes_100k_partitions_in_one_leader_and_isr(agents:
     assert len(answer.partition_errors) == 100_000
     assert {e.error_code for e in answer.partition_errors} == {ErrorCode.NONE}
     assert agent.state(partitions="0")["counts"]["leaders"] == 100_000
+    # Speed is measured by the benchmarks (scripts/bench), not asserted here: a loaded CI machine
+    # must not fail a test whose subject is correctness.
     print(f"\n100k-partition LeaderAndIsr: encode + send + process + answer in {elapsed:.2f}s")
-    assert elapsed < 5.0
 
 
 def test_a_broker_restarted_on_the_same_port_is_reached_without_a_failed_attempt(

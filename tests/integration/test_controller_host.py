@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT
@@ -76,9 +77,10 @@ def workers(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Workers]
 
 
 def _controller_id(zk: KazooClient) -> int | None:
-    if zk.exists(paths.CONTROLLER_PATH) is None:
+    try:
+        return codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id
+    except NoNodeError:  # between two controllers
         return None
-    return codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id
 
 
 def test_two_workers_give_one_active_controller_and_a_hot_standby(
@@ -102,3 +104,80 @@ def test_two_workers_give_one_active_controller_and_a_hot_standby(
     assert failovers == [(100, 1), (101, 2)]
     assert any(r["kind"] == "resignation" and r["controller_id"] == 100 for r in records)
     assert list((tmp_path / "scl" / "hosttest").glob("state-change-*.jsonl"))
+
+
+def test_sigkill_of_the_active_controller_elects_the_standby_with_epoch_2(zk: KazooClient, workers: Workers) -> None:
+    workers.start(100)
+    wait_for(lambda: _controller_id(zk) == 100, timeout=60, what="worker 100 elected")
+    workers.start(101)
+    conn = redis.Redis.from_url(workers.redis_url, decode_responses=True)
+    wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
+    workers.stop(100, signal.SIGKILL)  # no resignation: the ephemeral goes with the session
+    wait_for(lambda: _controller_id(zk) == 101, timeout=30, what="standby elected after the session expires")
+    assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 2
+
+
+def test_a_paused_controller_whose_session_expired_cannot_act_and_resigns(
+    zk: KazooClient, redis_url: str, workers: Workers, tmp_path: Path
+) -> None:
+    from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
+    from controller_core.zk.store import ZkStore
+
+    broker_client = KazooClient(hosts=workers.connect, timeout=10.0)
+    broker_client.start(timeout=10)
+    registrations: list[KazooClient] = []
+    try:
+        store = ZkStore(broker_client)
+        store.ensure_persistent_paths()
+        for b in (1, 2):
+            # Registrations only: requests to these brokers are refused, which the channel retries.
+            c = KazooClient(hosts=workers.connect, timeout=30.0)
+            c.start(timeout=10)
+            registrations.append(c)
+            ZkStore(c).register_broker(BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),)))
+        store.create_topic("orders", {0: [1, 2], 1: [2, 1]})
+        workers.start(100)
+        state_path = paths.partition_state_path(TopicPartition("orders", 1))
+        wait_for(lambda: zk.exists(state_path) is not None, timeout=60, what="controller 100 elects leaders")
+        workers.start(101)
+        conn = redis.Redis.from_url(redis_url, decode_responses=True)
+        wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
+
+        workers.procs[100].send_signal(signal.SIGSTOP)  # a long GC pause, as far as ZooKeeper can tell
+        try:
+            wait_for(lambda: _controller_id(zk) == 101, timeout=30, what="standby elected while 100 is paused")
+            assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 2
+            # Change the cluster while the zombie sleeps: topic creation for the new controller to handle.
+            store.create_topic("late", {0: [1, 2]})
+            wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("late", 0))) is not None, timeout=30)
+        finally:
+            workers.procs[100].send_signal(signal.SIGCONT)
+        # The zombie wakes up with a dead session: it must resign, not act.
+        wait_for(
+            lambda: conn.hget("kcp:hosttest:controller:100", "active") == "0",
+            timeout=30,
+            what="the paused controller reports itself inactive",
+        )
+        assert _controller_id(zk) == 101
+        for topic, partitions in (("orders", 2), ("late", 1)):
+            for p in range(partitions):
+                data, _ = zk.get(paths.partition_state_path(TopicPartition(topic, p)))
+                # Every state znode was last written by epoch 1 (before the pause) or epoch 2: never by
+                # the zombie after it lost its session (its writes are fenced by /controller_epoch).
+                assert codecs.decode_partition_state(data, 0).controller_epoch in (1, 2)
+        entries: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
+        records = [json.loads(f["r"]) for _, f in entries]
+        after_pause = [r for r in records if r["controller_id"] == 100 and r["kind"] in ("election", "isr_change")]
+        assert all(r["controller_epoch"] == 1 for r in after_pause)
+
+        def zombie_resigned() -> bool:
+            raw: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
+            return any((r := json.loads(f["r"]))["kind"] == "resignation" and r["controller_id"] == 100 for _, f in raw)
+
+        wait_for(zombie_resigned, timeout=30, what="the zombie records its resignation")
+    finally:
+        for c in registrations:
+            c.stop()
+            c.close()
+        broker_client.stop()
+        broker_client.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 
@@ -253,15 +252,16 @@ def test_it_explains_a_bad_partition_state(raw: bytes, message: str) -> None:
         codecs.decode_partition_state(raw, 0)
 
 
-def test_decoding_100k_partition_states_is_cheap() -> None:
+def test_100k_partition_states_round_trip() -> None:
+    """Bulk decoding at controller scale (its speed is measured by scripts/bench_store.py)."""
     raws = [
         codecs.encode_partition_state(LeaderIsrAndControllerEpoch(LeaderAndIsr(i % 7, i, (1, 2, 3)), 4))
         for i in range(100_000)
     ]
-    started = time.perf_counter()
     for i, raw in enumerate(raws):
-        codecs.decode_partition_state(raw, i)
-    assert time.perf_counter() - started < 3.0  # about 0.3 s on a laptop; generous for CI
+        decoded = codecs.decode_partition_state(raw, i)
+        assert decoded.leader_and_isr == LeaderAndIsr(i % 7, i, (1, 2, 3), i)
+        assert decoded.controller_epoch == 4
 
 
 # -- admin znodes and notifications -----------------------------------------------------------------
