@@ -1,0 +1,571 @@
+#!/usr/bin/env python3
+"""Benchmark the controller against a private ZooKeeper: failover, broker failure, controlled
+shutdown, preferred election, and ZooKeeper's own floor for the same reads and writes.
+
+``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--json]``
+
+Set-up (once): a private ZooKeeper (``scripts.devservices.temporary_services``), N partitions in
+Kafka's layout (topics of 50 partitions, RF 3, replicas spread over brokers 1..B, leader = preferred
+replica, state znodes written with ``ZkStore.create_partition_states``), B lightweight broker agents
+(``python -m controller_core.broker.main --lightweight``: real agents, replication off, every control
+request answered), and two controller candidates, each its own process (``--serve-controller``, a
+``ControllerRunner`` with auto rebalance off) so that RSS is the controller's alone.
+
+Each run (the figures are the median of ``--runs``):
+
+* ``failover_s``: SIGTERM the active controller (its session closes, ``/controller`` is deleted); the
+  clock starts at the deletion as seen by a watch of the benchmark, and stops at the new controller's
+  ``completed_at_ms`` in its "failover" record (context loaded, partitions and replicas started,
+  LeaderAndIsr/UpdateMetadata enqueued to the brokers' senders). The killed candidate is restarted as
+  the standby.
+* ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when a
+  multi-read poll of ZooKeeper shows a new leader for every partition it led (poll resolution is one
+  multi-read of N/B states).
+* ``controlled_shutdown_s``: POST ``/v1/controlled_shutdown`` for another broker to the controller's
+  API; the answer stops the clock.
+* ``preferred_election_s``: both brokers are restarted (leaders stay away from them), then
+  ``/admin/preferred_replica_election`` is written for all N partitions; the clock stops at its
+  deletion (seen by a watch).
+
+After the runs, with the controllers stopped: ``zk_floor_read_s`` (N state reads, batched multi-read)
+and ``zk_floor_write_s`` (N/B conditional, fenced writes, batched multis) straight through ``ZkStore``;
+``unbatched_zk_floor_write_s`` / ``unbatched_zk_floor_read_s``: the same work one znode per request
+(pipelined, window 1000). Peak RSS is VmHWM of every controller process; events/s is the active
+controller's events processed divided by its busy time (sum of per-state times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from kazoo.client import KazooClient  # noqa: E402
+
+from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition  # noqa: E402
+from controller_core.protocol import AlterIsrPartition, AlterIsrRequest  # noqa: E402
+from controller_core.zk import paths  # noqa: E402
+from controller_core.zk.store import ZkStore  # noqa: E402
+from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  # noqa: E402
+from scripts.devservices import temporary_services  # noqa: E402
+
+PER_TOPIC = 50
+PY = sys.executable
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- the controller child process -----------------------------------------------------------------
+class _StdoutSink:
+    """Forward the records the benchmark needs to stdout, one JSON object a line."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        if record.get("kind") == "failover":
+            self.write(dict(record))
+
+    def write(self, obj: Mapping[str, Any]) -> None:
+        with self.lock:
+            sys.stdout.write(json.dumps(obj, default=str) + "\n")
+            sys.stdout.flush()
+
+    def flush(self) -> None:
+        return None
+
+
+def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
+    from controller_core.config import ControllerConfig
+    from controller_core.runner import ControllerRunner
+
+    logging.basicConfig(level=logging.WARNING)
+    sink = _StdoutSink()
+    config = ControllerConfig(
+        controller_id=controller_id,
+        zookeeper_connect=connect,
+        zookeeper_session_timeout_s=6.0,
+        auto_leader_rebalance_enable=False,
+        first_rebalance_delay_seconds=3600,
+        batched_writes=batched,
+    )
+    runner = ControllerRunner(config, extra_sinks=[sink])
+    profile_dir = os.environ.get("BENCH_PROFILE_DIR")
+    profiler = None
+    if profile_dir:  # every thread, one profile (setprofile hands each new thread to the profiler)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        threading.setprofile(lambda *_: profiler.enable() if profiler else None)
+        profiler.enable()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    runner.start()
+    assert runner.api is not None
+    sink.write({"kind": "api", "url": runner.api.url, "pid": os.getpid()})
+    stop.wait()
+    runner.stop()
+    if profiler is not None and profile_dir:
+        profiler.disable()
+        profiler.dump_stats(str(Path(profile_dir) / f"controller-{controller_id}-{os.getpid()}.prof"))
+    return 0
+
+
+# -- the orchestrator -----------------------------------------------------------------------------
+class ControllerProc:
+    def __init__(self, controller_id: int, connect: str) -> None:
+        self.id = controller_id
+        self.failovers: list[dict[str, Any]] = []
+        self.url: str | None = None
+        self.ready = threading.Event()
+        self.proc = subprocess.Popen(
+            [PY, str(Path(__file__).resolve()), "--serve-controller", str(controller_id), "--zookeeper", connect],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if obj.get("kind") == "api":
+                self.url = obj["url"]
+                self.ready.set()
+            elif obj.get("kind") == "failover":
+                self.failovers.append(obj)
+
+    def peak_rss_mb(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def stop(self) -> float:
+        rss = self.peak_rss_mb()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return rss
+
+
+def _http(url: str, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data: dict[str, Any] = json.loads(resp.read())
+        return data
+    finally:
+        conn.close()
+
+
+def _discard(value: object) -> None:
+    return None
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+class Bench:
+    def __init__(self, connect: str, n: int, brokers: int) -> None:
+        self.connect = connect
+        self.n = n
+        self.brokers = brokers
+        self.client = KazooClient(hosts=connect, timeout=30.0)
+        self.client.start(timeout=30)
+        self.store = ZkStore(self.client)
+        self.agents: dict[int, subprocess.Popen[bytes]] = {}
+        self.controllers: dict[int, ControllerProc] = {}
+        self.rss: list[float] = []
+        self.partitions: list[TopicPartition] = []
+        self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
+
+    # set-up
+    def populate(self) -> None:
+        store, b = self.store, self.brokers
+        store.ensure_persistent_paths()
+        epoch = store.register_controller_and_increment_epoch(999)
+        topics = (self.n + PER_TOPIC - 1) // PER_TOPIC
+        for t in range(topics):
+            name = f"t{t:05d}"
+            count = min(PER_TOPIC, self.n - t * PER_TOPIC)
+            assignment = {p: [1 + (t + p + k) % b for k in range(3)] for p in range(count)}
+            store.create_topic(name, assignment)
+            for p, reps in assignment.items():
+                tp = TopicPartition(name, p)
+                self.partitions.append(tp)
+                self.replicas[tp] = tuple(reps)
+        initial = {
+            tp: LeaderIsrAndControllerEpoch(LeaderAndIsr(reps[0], 0, reps), epoch.epoch)
+            for tp, reps in self.replicas.items()
+        }
+        store.create_partition_states(initial, epoch.epoch_zk_version)
+        store.delete_controller(epoch.epoch_zk_version)
+
+    def start_agent(self, broker_id: int) -> None:
+        self.agents[broker_id] = subprocess.Popen(
+            [
+                *(PY, "-m", "controller_core.broker.main", "--id", str(broker_id), "--zookeeper", self.connect),
+                *("--port", "0", "--lightweight", "--zookeeper-session-timeout-ms", "6000"),
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def registered(self, broker_id: int) -> bool:
+        return self.client.exists(paths.broker_id_path(broker_id)) is not None
+
+    def kill_agent(self, broker_id: int) -> None:
+        proc = self.agents.pop(broker_id)
+        proc.kill()
+        proc.wait()
+
+    def start_controller(self, controller_id: int) -> ControllerProc:
+        c = ControllerProc(controller_id, self.connect)
+        self.controllers[controller_id] = c
+        if not c.ready.wait(60):
+            raise TimeoutError(f"controller {controller_id} did not start")
+        return c
+
+    def active(self) -> ControllerProc:
+        cid = self.store.get_controller_id()
+        if cid is None or cid not in self.controllers:
+            raise RuntimeError(f"no known active controller ({cid})")
+        return self.controllers[cid]
+
+    def leaders(self, parts: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        out = {}
+        for tp, read in self.store.get_partition_states(parts).items():
+            out[tp] = read.state.leader_and_isr.leader if read.state is not None else -1
+        return out
+
+    def idle(self, c: ControllerProc, timeout: float = 300) -> None:
+        assert c.url is not None
+        url = c.url
+        _wait(lambda: _http(url, "GET", "/v1/status")["event_queue_size"] == 0, timeout, "an idle controller", 0.2)
+
+    # scenarios
+    def failover(self) -> float:
+        old = self.active()
+        other = next(c for c in self.controllers.values() if c is not old)
+        before = len(other.failovers)
+        deleted: list[float] = []
+
+        def watch(event: Any) -> None:
+            deleted.append(time.time())
+
+        if self.client.exists(paths.CONTROLLER_PATH, watch=watch) is None:
+            raise RuntimeError("no /controller")
+        self.rss.append(old.stop())
+        _wait(lambda: len(other.failovers) > before, 600, "the standby's failover")
+        record = other.failovers[-1]
+        start = deleted[0] if deleted else record["elected_at_ms"] / 1000
+        seconds = float(record["completed_at_ms"]) / 1000 - start
+        log(
+            f"  failover: {seconds:.3f} s (election {record['elected_at_ms'] / 1000 - start:.3f} s, "
+            f"failover record {record['duration_ms'] / 1000:.3f} s, {record['partitions']} partitions)"
+        )
+        self.start_controller(old.id)
+        self.idle(other)
+        return seconds
+
+    def broker_failure(self, broker_id: int) -> tuple[float, int]:
+        lead = self.leaders(self.partitions)
+        led = [tp for tp, leader in lead.items() if leader == broker_id]
+        self.kill_agent(broker_id)
+        started = time.perf_counter()
+        self.client.delete(paths.broker_id_path(broker_id))
+
+        def moved() -> bool:
+            now = self.leaders(led)
+            return all(v not in (-1, broker_id) for v in now.values())
+
+        _wait(moved, 180, "new leaders", interval=0.0)
+        seconds = time.perf_counter() - started
+        log(f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id}")
+        return seconds, len(led)
+
+    def controlled_shutdown(self, broker_id: int) -> tuple[float, int]:
+        led = sum(1 for v in self.leaders(self.partitions).values() if v == broker_id)
+        stat = self.client.exists(paths.broker_id_path(broker_id))
+        assert stat is not None
+        url = self.active().url
+        assert url is not None
+        started = time.perf_counter()
+        answer = _http(url, "POST", "/v1/controlled_shutdown", {"broker_id": broker_id, "broker_epoch": stat.czxid})
+        seconds = time.perf_counter() - started
+        remaining = answer.get("partitions_remaining", answer.get("remaining_partitions", []))
+        log(
+            f"  controlled_shutdown: {seconds:.3f} s for {led} leaders of broker {broker_id} "
+            f"(error {answer.get('error_code')}, {len(remaining)} remaining)"
+        )
+        self.kill_agent(broker_id)
+        self.client.delete(paths.broker_id_path(broker_id))
+        return seconds, led
+
+    def preferred_election(self) -> tuple[float, int]:
+        moved = sum(1 for tp, v in self.leaders(self.partitions).items() if v != self.replicas[tp][0])
+        deleted = threading.Event()
+
+        def watch(event: Any) -> None:
+            deleted.set()
+
+        started = time.perf_counter()
+        self.store.create_preferred_replica_election_request(self.partitions)
+        if self.client.exists(paths.PREFERRED_REPLICA_ELECTION_PATH, watch=watch) is None:
+            deleted.set()
+        if not deleted.wait(600):
+            raise TimeoutError("preferred election")
+        seconds = time.perf_counter() - started
+        log(f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader)")
+        return seconds, moved
+
+    def restart_brokers(self, ids: Sequence[int]) -> None:
+        for b in ids:
+            self.start_agent(b)
+        _wait(lambda: all(self.registered(b) for b in ids), 120, "brokers to register")
+        self.idle(self.active())
+        self.restore_isr()
+
+    def restore_isr(self) -> None:
+        """Lightweight agents do not replicate, so a restarted broker never rejoins an ISR by itself:
+        send the AlterIsr its leaders would send once it caught up (full ISR again), as each leader."""
+        url = self.active().url
+        assert url is not None
+        by_leader: dict[int, list[AlterIsrPartition]] = {}
+        for tp, read in self.store.get_partition_states(self.partitions).items():
+            if read.state is None:
+                continue
+            lai = read.state.leader_and_isr
+            if lai.leader >= 0 and set(lai.isr) != set(self.replicas[tp]):
+                by_leader.setdefault(lai.leader, []).append(
+                    AlterIsrPartition(tp.topic, tp.partition, lai.leader_epoch, self.replicas[tp], lai.zk_version)
+                )
+        for leader, parts in by_leader.items():
+            stat = self.client.exists(paths.broker_id_path(leader))
+            assert stat is not None
+            for i in range(0, len(parts), 5000):
+                request = AlterIsrRequest(leader, stat.czxid, tuple(parts[i : i + 5000]))
+                _http(url, "POST", "/v1/alter_isr", request.to_dict())
+        self.idle(self.active())
+        restored = sum(len(p) for p in by_leader.values())
+        log(f"  ISR restored (AlterIsr from the leaders) for {restored} partitions")
+
+    # floors (controllers stopped)
+    def floors(self, writes: int) -> dict[str, float]:
+        store, parts = self.store, self.partitions
+        epoch = store.register_controller_and_increment_epoch(998)
+        started = time.perf_counter()
+        reads = store.get_partition_states(parts)
+        read_s = time.perf_counter() - started
+        current = {tp: r.state.leader_and_isr for tp, r in reads.items() if r.state is not None}
+        subset = parts[:writes]
+        started = time.perf_counter()
+        result = store.update_leader_and_isr(
+            {tp: current[tp].new_epoch() for tp in subset}, epoch.epoch, epoch.epoch_zk_version
+        )
+        write_s = time.perf_counter() - started
+        for tp, lai in result.finished.items():
+            if isinstance(lai, LeaderAndIsr):
+                current[tp] = lai
+        # one znode per request, pipelined (window 1000)
+        started = time.perf_counter()
+        _pipelined(parts, lambda tp: self.client.get_async(paths.partition_state_path(tp)), lambda tp, v: None, 1000)
+        unbatched_read_s = time.perf_counter() - started
+        started = time.perf_counter()
+        _pipelined(
+            subset,
+            lambda tp: _fenced_set(self.client, epoch, tp, current[tp].new_epoch()),
+            lambda tp, results: _discard(_check_fenced_result(tp, results)),
+            1000,
+        )
+        unbatched_write_s = time.perf_counter() - started
+        store.delete_controller(epoch.epoch_zk_version)
+        return {
+            "zk_floor_read_s": read_s,
+            "zk_floor_write_s": write_s,
+            "unbatched_zk_floor_read_s": unbatched_read_s,
+            "unbatched_zk_floor_write_s": unbatched_write_s,
+        }
+
+    def close(self) -> None:
+        for c in self.controllers.values():
+            if c.proc.poll() is None:
+                self.rss.append(c.stop())
+        for b in list(self.agents):
+            self.kill_agent(b)
+        self.client.stop()
+        self.client.close()
+
+
+def run(n: int, brokers: int, runs: int) -> dict[str, Any]:
+    wall = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-ctl-") as tmp, temporary_services(Path(tmp)) as services:
+        root = services.zookeeper.connect_string
+        admin = KazooClient(hosts=root, timeout=30.0)
+        admin.start(timeout=30)
+        admin.ensure_path("/bench")
+        admin.stop()
+        admin.close()
+        bench = Bench(root + "/bench", n, brokers)
+        try:
+            log(f"creating {n:,} partitions ({n // PER_TOPIC} topics x {PER_TOPIC}, RF 3, {brokers} brokers) ...")
+            started = time.perf_counter()
+            bench.populate()
+            log(f"  created in {time.perf_counter() - started:.1f} s; starting {brokers} lightweight agents ...")
+            for b in range(1, brokers + 1):
+                bench.start_agent(b)
+            _wait(lambda: all(bench.registered(b) for b in range(1, brokers + 1)), 120, "brokers")
+            first = bench.start_controller(1)
+            _wait(lambda: bool(first.failovers), 600, "the first failover")
+            log(f"  first failover (cold): {first.failovers[0]['duration_ms'] / 1000:.3f} s")
+            bench.start_controller(2)
+            bench.idle(first)
+            samples: dict[str, list[float]] = {}
+            counts: dict[str, int] = {}
+            for r in range(runs):
+                log(f"run {r + 1}/{runs}")
+                samples.setdefault("failover_s", []).append(bench.failover())
+                victim = 1 + (2 * r) % brokers
+                # not the broker that inherits the victim's leaders: it leads ~N/B partitions
+                shut = 1 + (victim - 1 + max(2, brokers // 2 + 1)) % brokers
+                s, led = bench.broker_failure(victim)
+                samples.setdefault("broker_failure_s", []).append(s)
+                counts["broker_failure_leaders"] = led
+                bench.idle(bench.active())
+                s, led = bench.controlled_shutdown(shut)
+                samples.setdefault("controlled_shutdown_s", []).append(s)
+                counts["controlled_shutdown_leaders"] = led
+                bench.restart_brokers([victim, shut])
+                s, moved = bench.preferred_election()
+                samples.setdefault("preferred_election_s", []).append(s)
+                counts["preferred_election_moved"] = moved
+                bench.idle(bench.active())
+            status = _http(bench.active().url or "", "GET", "/v1/status")
+            busy_ms = sum(v["total_ms"] for k, v in status["per_state_ms"].items() if k != "IDLE")
+            events_per_s = status["events_processed"] / (busy_ms / 1000) if busy_ms else 0.0
+            for c in list(bench.controllers.values()):
+                bench.rss.append(c.stop())
+            writes = counts.get("broker_failure_leaders", n // brokers)
+            log(f"ZooKeeper floor: {n:,} reads, {writes:,} fenced writes ({runs} runs) ...")
+            for _ in range(runs):
+                for k, v in bench.floors(writes).items():
+                    samples.setdefault(k, []).append(v)
+        finally:
+            bench.close()
+    report: dict[str, Any] = {"partitions": n, "brokers": brokers, "runs": runs, "replication_factor": 3}
+    for key, values in samples.items():
+        report[key] = round(statistics.median(values), 3)
+        report[key + "_runs"] = [round(x, 3) for x in values]
+    report.update(counts)
+    report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
+    report["events_processed"] = status["events_processed"]
+    report["events_per_s_busy"] = round(events_per_s, 1)
+    report["controller_busy_s"] = round(busy_ms / 1000, 3)
+    report["brokers_kind"] = "lightweight broker agents (controller_core.broker.main --lightweight)"
+    report["machine"] = f"{os.cpu_count()} CPUs, {os.uname().sysname} {os.uname().release}"
+    report["wall_s"] = round(time.perf_counter() - wall, 1)
+    return report
+
+
+KEYS = [
+    "failover_s",
+    "broker_failure_s",
+    "controlled_shutdown_s",
+    "preferred_election_s",
+    "zk_floor_read_s",
+    "zk_floor_write_s",
+    "unbatched_zk_floor_read_s",
+    "unbatched_zk_floor_write_s",
+]
+
+
+def render(report: Mapping[str, Any]) -> str:
+    lines = [
+        f"controller benchmark: {report['partitions']:,} partitions, RF 3, {report['brokers']} brokers, "
+        f"median of {report['runs']} run(s)",
+        f"{'figure':<30}{'median s':>10}  runs",
+    ]
+    for k in KEYS:
+        if k in report:
+            lines.append(f"{k:<30}{report[k]:>10.3f}  {report[k + '_runs']}")
+    lines += [
+        f"{'broker_failure_leaders':<30}{report.get('broker_failure_leaders', 0):>10,}",
+        f"{'controlled_shutdown_leaders':<30}{report.get('controlled_shutdown_leaders', 0):>10,}",
+        f"{'preferred_election_moved':<30}{report.get('preferred_election_moved', 0):>10,}",
+        f"{'controller_peak_rss_mb':<30}{report['controller_peak_rss_mb']:>10.1f}",
+        f"{'events_per_s_busy':<30}{report['events_per_s_busy']:>10.1f}",
+        f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 run, 10,000 partitions")
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--brokers", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--profile", metavar="DIR", help="cProfile the controller processes into DIR (slower)")
+    parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--unbatched", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_controller is not None:
+        return serve_controller(args.serve_controller, args.zookeeper, not args.unbatched)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so that agents, controllers and ZooKeeper stop
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    n, runs = (10_000, 1) if args.quick else (args.partitions, args.runs)
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        os.environ["BENCH_PROFILE_DIR"] = str(Path(args.profile).resolve())
+    if args.brokers < 3 or n < 1 or runs < 1:
+        parser.error("need >= 3 brokers, >= 1 partition, >= 1 run")
+    report = run(n, args.brokers, runs)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
