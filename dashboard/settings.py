@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "dashboard.accounts",
     "dashboard.health",
     "dashboard.clusters",
+    "dashboard.actions",
     "workers",
 ]
 
@@ -154,6 +155,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE = {
+    # Audit (issue #7): copy each cluster's state-change stream into the database, in order.
+    "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
+}
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

@@ -9,5 +9,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("dashboard.accounts.urls")),
     path("clusters/", include("dashboard.clusters.urls")),
+    path("actions/", include("dashboard.actions.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -106,7 +106,9 @@ def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]
         children.append(
             Child(
                 f"worker-{n}",
-                [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO", "-n", f"worker{n}@%h", "-c", "2"],
+                [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO", "-n", f"worker{n}@%h", "-c", "2"]
+                # One embedded beat schedules the periodic tasks (state-change ingest, nightly analytics).
+                + (["-B", "-s", str(REPO_ROOT / "var" / "celerybeat-schedule")] if n == 1 else []),
                 worker_env,
             )
         )

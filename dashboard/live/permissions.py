@@ -1,4 +1,4 @@
-"""Who may watch a cluster live. The one place to tighten when roles land (viewers, operators).
+"""Who may watch a cluster live: viewers and up (``dashboard.actions.roles``, the one permission module).
 
 Today any active, logged-in user may view every cluster (DESIGN §6: "viewers read"); the consumer
 asks again while the socket stays open (``still_allowed``), so deactivating a user or deleting a
@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from django.contrib.auth import get_user_model
 
+from dashboard.actions import roles
 from dashboard.clusters.models import Cluster
 
 RECHECK_S: Final = 30.0
@@ -18,7 +19,7 @@ RECHECK_S: Final = 30.0
 
 def can_view_cluster(user: Any, cluster_name: str) -> bool:
     """Whether ``user`` may see ``cluster_name`` (runs database queries: call off the event loop)."""
-    if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
+    if not roles.can_view(user):
         return False
     return Cluster.objects.filter(name=cluster_name).exists()
 

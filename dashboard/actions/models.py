@@ -1,0 +1,108 @@
+"""The audit record of every operator action and every rejected attempt (issue #7, item 4).
+
+Append-only: rows are never deleted (``delete`` raises); a row's status moves forward as the task
+runs (queued → running → succeeded / partial / pending / failed), or it is written once as rejected.
+The cluster is kept by name, not by foreign key, so the history outlives a removed cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Action(models.Model):
+    class Kind(models.TextChoices):
+        PREFERRED_ELECTION = "preferred_election", "Preferred leader election"
+        LOGIN = "login", "Login"
+        LOGIN_FAILED = "login_failed", "Failed login"
+
+    class Status(models.TextChoices):
+        REJECTED = "rejected", "Rejected"
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        PENDING = "pending", "Submitted, not yet processed by the controller"
+        SUCCEEDED = "succeeded", "Succeeded"
+        PARTIAL = "partial", "Partly succeeded"
+        FAILED = "failed", "Failed"
+
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    username = models.CharField(max_length=150, help_text="Kept when the user is deleted.")
+    cluster = models.CharField(max_length=50, db_index=True, blank=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices, db_index=True)
+    parameters = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    preview = models.JSONField(default=dict, help_text="The preview shown when the action was submitted.")
+    outcome = models.JSONField(default=dict, help_text="Per partition outcome and batches written.")
+    status = models.CharField(max_length=16, choices=Status.choices, db_index=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.IntegerField(null=True, blank=True)
+    controller_epoch = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind} on {self.cluster} by {self.username}: {self.status}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("audit records are append-only")
+
+
+class StateChange(models.Model):
+    """One record of a controller's state-change stream (docs/contracts.md), ingested idempotently.
+
+    ``(cluster, controller_epoch, seq)`` is unique, so re-reading the stream after a worker restart
+    never stores a record twice. ``record`` keeps the whole JSON, kind-specific fields included.
+    """
+
+    cluster = models.CharField(max_length=50)
+    controller_epoch = models.IntegerField()
+    seq = models.BigIntegerField()
+    controller_id = models.IntegerField(null=True)
+    ts = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=64, db_index=True)
+    cause = models.CharField(max_length=128, blank=True)
+    event_id = models.CharField(max_length=64, blank=True)
+    entity = models.CharField(max_length=300, blank=True)
+    topic = models.CharField(max_length=255, blank=True)
+    partition = models.IntegerField(null=True)
+    replica = models.IntegerField(null=True)
+    from_state = models.CharField(max_length=64, blank=True)
+    to_state = models.CharField(max_length=64, blank=True)
+    leader_before = models.IntegerField(null=True)
+    leader_after = models.IntegerField(null=True)
+    leader_epoch_before = models.IntegerField(null=True)
+    leader_epoch_after = models.IntegerField(null=True)
+    isr_before = models.JSONField(null=True)
+    isr_after = models.JSONField(null=True)
+    error = models.TextField(blank=True)
+    record = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["cluster", "controller_epoch", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "controller_epoch", "seq"], name="state_change_once"),
+        ]
+        indexes = [models.Index(fields=["cluster", "topic", "partition", "controller_epoch", "seq"])]
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("audit records are append-only")
+
+
+class IngestCursor(models.Model):
+    """The last Redis stream id of ``kcp:{cluster}:state-changes`` stored, committed with the rows."""
+
+    cluster = models.CharField(max_length=50, unique=True)
+    last_id = models.CharField(max_length=40, default="0-0")
+    ingested = models.BigIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.cluster} @ {self.last_id}"

@@ -1,0 +1,120 @@
+"""Preferred election preview (pure) and the role rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from django.contrib.auth.models import AnonymousUser, Group, User
+
+from controller_core.model import TopicPartition as TP
+from dashboard.actions import roles
+from dashboard.actions.election import PartitionView, PlanRow, Scope, parse_scope, plan
+
+# broker 3 is down; orders-0 can move to 1, orders-1 is already preferred, orders-2's preferred replica
+# is down, orders-3's preferred replica is live but out of the ISR; tiny-0 can move to 2.
+PARTITIONS = {
+    TP("orders", 0): PartitionView((1, 2), 2, (1, 2)),
+    TP("orders", 1): PartitionView((2, 1), 2, (1, 2)),
+    TP("orders", 2): PartitionView((3, 1), 1, (1,)),
+    TP("orders", 3): PartitionView((1, 2), 2, (2,)),
+    TP("tiny", 0): PartitionView((2, 1), 1, (1, 2)),
+}
+LIVE = {1, 2}
+
+
+def names(rows: Sequence[PlanRow]) -> list[str]:
+    return [f"{r.topic}-{r.partition}" for r in rows]
+
+
+def test_imbalanced_lists_electable_and_blocked_with_reasons() -> None:
+    p = plan(Scope("imbalanced"), PARTITIONS, LIVE)
+    assert names(p.electable) == ["orders-0", "tiny-0"]
+    assert [r.new_leader for r in p.electable] == [1, 2]
+    assert names(p.blocked) == ["orders-2", "orders-3"]
+    assert p.blocked[0].blocked == "preferred replica 3 is down"
+    assert p.blocked[1].blocked == "preferred replica 1 is not in the ISR [2]"
+    assert p.already_preferred == 1
+    assert p.live_brokers == (1, 2)
+
+
+def test_topic_partition_and_broker_scopes() -> None:
+    assert names(plan(Scope("topic", topic="tiny"), PARTITIONS, LIVE).electable) == ["tiny-0"]
+    one = plan(Scope("partition", topic="orders", partition=0), PARTITIONS, LIVE)
+    assert names(one.electable) == ["orders-0"] and not one.blocked
+    broker = plan(Scope("broker", broker=1), PARTITIONS, LIVE)
+    assert names(broker.electable) == ["orders-0"] and names(broker.blocked) == ["orders-3"]
+    assert plan(Scope("broker", broker=7), PARTITIONS, LIVE).electable == []
+
+
+def test_a_partition_without_leader_is_elected_to_its_live_in_sync_preferred_replica() -> None:
+    p = plan(Scope("imbalanced"), {TP("t", 0): PartitionView((1, 2), -1, (1,))}, LIVE)
+    assert [r.new_leader for r in p.electable] == [1]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"scope": "everything"}, "scope must be one of"),
+        ({"scope": "topic"}, "a topic is needed"),
+        ({"scope": "partition", "topic": "orders", "partition": "x"}, "partition must be"),
+        ({"scope": "partition", "topic": "orders", "partition": "-1"}, "partition must be"),
+        ({"scope": "broker", "broker": ""}, "broker must be"),
+    ],
+)
+def test_parse_scope_rejects_bad_input(data: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_scope(data)
+
+
+def test_unknown_topic_or_partition_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown topic"):
+        plan(Scope("topic", topic="nope"), PARTITIONS, LIVE)
+    with pytest.raises(ValueError, match="has no partition 9"):
+        plan(Scope("partition", topic="orders", partition=9), PARTITIONS, LIVE)
+
+
+def test_parse_scope_accepts_good_input() -> None:
+    assert parse_scope({"scope": "partition", "topic": " orders ", "partition": "3"}) == Scope(
+        "partition", topic="orders", partition=3
+    )
+    assert parse_scope({"scope": "imbalanced", "topic": "ignored"}).kind == "imbalanced"
+
+
+@pytest.mark.django_db
+def test_roles_from_groups() -> None:
+    assert set(Group.objects.filter(name__in=roles.ROLES).values_list("name", flat=True)) == set(roles.ROLES)
+    plain = User.objects.create_user("plain")
+    operator = User.objects.create_user("op")
+    operator.groups.add(Group.objects.get(name=roles.OPERATOR))
+    admin = User.objects.create_user("adm")
+    admin.groups.add(Group.objects.get(name=roles.ADMIN))
+    boss = User.objects.create_superuser("boss")
+    gone = User.objects.create_user("gone", is_active=False)
+    gone.groups.add(Group.objects.get(name=roles.ADMIN))
+    assert [roles.role_of(u) for u in (plain, operator, admin, boss, gone, AnonymousUser(), None)] == [
+        "viewer", "operator", "admin", "admin", None, None, None,
+    ]  # fmt: skip
+    assert roles.can_view(plain) and not roles.can_operate(plain)
+    assert roles.can_operate(operator) and not roles.can_administer(operator)
+    assert roles.can_operate(admin) and roles.can_administer(boss)
+    assert not roles.can_view(gone)
+
+
+@pytest.mark.django_db
+def test_ensure_roles_command_is_idempotent() -> None:
+    from django.core.management import call_command
+
+    Group.objects.filter(name=roles.OPERATOR).delete()
+    call_command("ensure_roles")
+    call_command("ensure_roles")
+    assert Group.objects.filter(name__in=roles.ROLES).count() == 3
+
+
+def test_workers_import_the_action_tasks_by_name() -> None:
+    from dashboard.celery import app
+
+    assert "workers.actions" in app.conf.imports
+    import workers.actions  # noqa: F401  (what the worker does at start-up)
+
+    assert {"workers.actions.preferred_election", "workers.actions.ingest_state_changes"} <= set(app.tasks)
