@@ -20,6 +20,8 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
+from celery.schedules import crontab
+
 from dashboard.lib.env import env_bool, env_int, env_list, env_str, parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -62,6 +64,7 @@ INSTALLED_APPS = [
     "dashboard.accounts",
     "dashboard.health",
     "dashboard.clusters",
+    "dashboard.analytics",
     "dashboard.actions",
     "workers",
 ]
@@ -155,7 +158,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Analytics (issue #8): report on the previous UTC day every night (workers.analytics.tasks.nightly).
 CELERY_BEAT_SCHEDULE = {
+    "analytics-nightly": {"task": "workers.analytics.nightly", "schedule": crontab(hour=0, minute=30)},
     # Audit (issue #7): copy each cluster's state-change stream into the database, in order.
     "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
 }

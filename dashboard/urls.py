@@ -9,6 +9,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("dashboard.accounts.urls")),
     path("clusters/", include("dashboard.clusters.urls")),
+    path("analytics/", include("dashboard.analytics.urls")),
     path("actions/", include("dashboard.actions.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,201 @@
+"""Run the whole pipeline for one ``AnalyticsRun`` row: compact, compute, load, and record progress.
+
+Shared by the Celery tasks and ``manage.py run_analytics`` so that a run started from the page, by
+the nightly schedule or by hand behaves the same and shows up the same on the page.
+
+Settings (Django setting if defined, else environment variable, else the default):
+
+| name | default |
+|---|---|
+| ``ANALYTICS_OUTPUT_DIR`` | ``<VAR_DIR>/analytics/results`` |
+| ``ANALYTICS_COMPACTED_DIR`` | ``<VAR_DIR>/analytics/compacted`` |
+| ``ANALYTICS_SPARK_MASTER`` | ``local[*]`` |
+| ``ANALYTICS_SPARK_DRIVER_MEMORY`` | ``4g`` (a local run's whole heap) |
+| ``ANALYTICS_COMPACT`` | ``1``: compact closed days before each run |
+| ``ANALYTICS_FLAPPING_TOP`` | ``100`` partitions per day |
+| ``ANALYTICS_STALE_RUN_S`` | ``43200``: a "running" row older than this is presumed dead |
+
+The input is ``STATE_CHANGE_LOG_DIR`` (one sub-directory per cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+from pyspark.sql import SparkSession
+
+from dashboard.analytics.models import AnalyticsRun
+from dashboard.lib.env import env_bool, env_int, env_str
+from workers.analytics import compaction, load
+from workers.analytics.job import JobConfig, JobInputError, build_spark, discover
+from workers.analytics.job import run as run_job
+
+logger = logging.getLogger(__name__)
+
+Reporter = Callable[[AnalyticsRun], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSettings:
+    input_dir: Path
+    output_dir: Path
+    compacted_dir: Path
+    master: str
+    driver_memory: str
+    compact: bool
+    flapping_top: int
+    stale_run_s: int
+
+    @classmethod
+    def from_django(cls, **overrides: object) -> PipelineSettings:
+        var = Path(settings.VAR_DIR)
+
+        def setting(name: str, default: str) -> str:
+            return str(getattr(settings, name, None) or env_str(name, default))
+
+        values: dict[str, object] = {
+            "input_dir": Path(settings.STATE_CHANGE_LOG_DIR),
+            "output_dir": Path(setting("ANALYTICS_OUTPUT_DIR", str(var / "analytics" / "results"))),
+            "compacted_dir": Path(setting("ANALYTICS_COMPACTED_DIR", str(var / "analytics" / "compacted"))),
+            "master": setting("ANALYTICS_SPARK_MASTER", "local[*]"),
+            "driver_memory": setting("ANALYTICS_SPARK_DRIVER_MEMORY", "4g"),
+            "compact": getattr(settings, "ANALYTICS_COMPACT", None)
+            if getattr(settings, "ANALYTICS_COMPACT", None) is not None
+            else env_bool("ANALYTICS_COMPACT", True),
+            "flapping_top": int(
+                getattr(settings, "ANALYTICS_FLAPPING_TOP", 0) or env_int("ANALYTICS_FLAPPING_TOP", 100)
+            ),
+            "stale_run_s": int(
+                getattr(settings, "ANALYTICS_STALE_RUN_S", 0) or env_int("ANALYTICS_STALE_RUN_S", 43200)
+            ),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def _update(run: AnalyticsRun, **fields: object) -> None:
+    for name, value in fields.items():
+        setattr(run, name, value)
+    AnalyticsRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def _claim(run: AnalyticsRun, stale_after_s: int) -> str | None:
+    """Mark ``run`` running; return why it may not run (another live run), or ``None``.
+
+    A conditional update, so a task redelivered after a worker crash cannot start the same row
+    twice: only the delivery that moves it from queued wins.
+    """
+    horizon = timezone.now() - timedelta(seconds=stale_after_s)
+    busy = (
+        AnalyticsRun.objects.filter(status=AnalyticsRun.Status.RUNNING, started_at__gte=horizon)
+        .exclude(pk=run.pk)
+        .first()
+    )
+    if busy is not None:
+        return f"another analytics run (#{busy.pk}, {busy.since}..{busy.until}) is still running"
+    now = timezone.now()
+    claimed = AnalyticsRun.objects.filter(pk=run.pk, status=AnalyticsRun.Status.QUEUED).update(
+        status=AnalyticsRun.Status.RUNNING, started_at=now, progress=0.0, message="starting", error=""
+    )
+    if claimed != 1:  # someone else (a redelivery) already took this row
+        return f"run #{run.pk} is not queued any more"
+    run.refresh_from_db()
+    return None
+
+
+def execute(
+    run: AnalyticsRun,
+    pipeline: PipelineSettings | None = None,
+    spark: SparkSession | None = None,
+    report: Reporter | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> AnalyticsRun:
+    """Run ``run`` end to end and leave its row succeeded or failed (never running).
+
+    Steps: 1. claim the row; 2. compact closed days (optional); 3. compute; 4. load, one
+    transaction per cluster. ``spark`` is stopped at the end only if this function started it.
+    """
+    pipeline = pipeline or PipelineSettings.from_django()
+    refusal = _claim(run, pipeline.stale_run_s)
+    if refusal is not None:
+        _update(run, status=AnalyticsRun.Status.FAILED, error=refusal, finished_at=timezone.now())
+        return run
+    started = time.monotonic()
+    own_session = spark is None
+
+    def progress(fraction: float, message: str) -> None:
+        _update(run, progress=round(fraction, 3), message=message[:255])
+        if echo is not None:
+            echo(f"[{fraction:4.0%}] {message}")
+        if report is not None:
+            report(run)
+
+    try:
+        config = JobConfig(
+            input_dir=pipeline.input_dir,
+            output_dir=pipeline.output_dir,
+            since=run.since,
+            until=run.until,
+            clusters=tuple(run.cluster_list),
+            compacted_dir=pipeline.compacted_dir,
+            flapping_top=pipeline.flapping_top,
+        )
+        discover(config)  # bad input fails here, before a JVM starts
+        if spark is None:
+            spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory)
+        if pipeline.compact:
+            progress(0.02, "compacting closed days to Parquet")
+            done = compaction.compact(
+                spark,
+                pipeline.input_dir,
+                pipeline.compacted_dir,
+                run.cluster_list,
+                until=run.until,
+                progress=lambda m: progress(0.04, m),
+            )
+            progress(0.05, f"compacted {done.days} day(s), {done.up_to_date} already up to date")
+        result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * f, m))
+        _update(run, records=result.records)
+        loaded = load.load_run(
+            spark, pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m)
+        )
+        _update(
+            run,
+            status=AnalyticsRun.Status.SUCCEEDED,
+            progress=1.0,
+            message=f"{result.records:,} records, {sum(sum(t.values()) for t in loaded.values()):,} rows loaded",
+            rows_loaded=loaded,
+        )
+    except JobInputError as exc:
+        _update(run, status=AnalyticsRun.Status.FAILED, error=str(exc), message="bad input")
+    except Exception as exc:
+        logger.exception("analytics run %s failed", run.pk)
+        _update(run, status=AnalyticsRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:5000], message="failed")
+    finally:
+        _update(run, finished_at=timezone.now(), duration_s=round(time.monotonic() - started, 2))
+        if report is not None:
+            report(run)
+        if own_session and spark is not None:
+            spark.stop()
+    return run
+
+
+def create_run(
+    since: date,
+    until: date,
+    clusters: Sequence[str] = (),
+    trigger: str = AnalyticsRun.Trigger.PAGE,
+    user_id: int | None = None,
+) -> AnalyticsRun:
+    if since > until:
+        raise JobInputError(f"--since {since} is after --until {until}")
+    return AnalyticsRun.objects.create(
+        since=since, until=until, clusters=",".join(clusters), trigger=trigger, requested_by_id=user_id
+    )

@@ -1,0 +1,891 @@
+"""Pure DataFrame -> DataFrame steps of the analytics job; ``docs/analytics.md`` defines each metric.
+
+Nothing here reads files, writes files or calls Python per row: every step is Catalyst expressions,
+window functions and aggregates, so the JVM does all the work and the code runs unchanged on a
+cluster. The job (``job.py``) wires the steps together, caches what several steps share and writes
+the results.
+
+Time is epoch milliseconds (``double``) throughout, days are UTC epoch days (``int``, days since
+1970-01-01) and minutes are epoch minutes, because integer arithmetic is cheaper than timestamp
+functions on ten million rows; the job turns them into dates and timestamps only on output.
+
+The per-partition walk (:func:`walk_partitions`) is the one expensive step: a single sort of every
+leadership record by partition and time, shared by three window passes. Its partition key is a
+64-bit hash of (cluster, topic, partition) rather than the three columns, because a long sorts by
+prefix and strings do not; :func:`partition_keys_are_unique` checks the hash for collisions first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from workers.analytics import records as R
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+
+# Partition states the walk tracks (``state``): led, leaderless, deleted.
+LED, LEADERLESS, GONE = 0, 1, 2
+
+PARTITION_KEYS = ("cluster", "topic", "partition")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportWindow:
+    """The reporting window, in epoch ms: metrics cover ``[start_ms, end_ms)``.
+
+    ``effective_end_ms`` is ``end_ms`` for a closed window and "now" for one that includes today, so
+    an interval still open is counted up to the present rather than to a future midnight.
+    """
+
+    start_ms: int
+    end_ms: int
+    effective_end_ms: int
+
+    @property
+    def start_day(self) -> int:
+        return self.start_ms // DAY_MS
+
+    @property
+    def end_day(self) -> int:
+        """The last day in the window (inclusive)."""
+        return (self.end_ms - 1) // DAY_MS
+
+
+def _non_negative(column: Column) -> Column:
+    return F.when(column >= 0, column)
+
+
+def _day(ts: Column) -> Column:
+    return F.floor(ts / DAY_MS).cast("int")
+
+
+def epoch_day(column: str) -> Column:
+    """The UTC epoch day of an epoch-millisecond column."""
+    return _day(F.col(column))
+
+
+def _day_start(day: Column) -> Column:
+    # Long arithmetic: an int day times 86,400,000 overflows (and ANSI mode rightly refuses).
+    return day.cast("long") * F.lit(DAY_MS)
+
+
+def _in_window(ts: Column, window: ReportWindow) -> Column:
+    return (ts >= F.lit(window.start_ms)) & (ts < F.lit(window.end_ms))
+
+
+# --- 1. projection -------------------------------------------------------------------------------
+
+
+def prepare_events(records: DataFrame) -> DataFrame:
+    """Reduce raw records (``RECORD_SCHEMA``, with or without ``cluster``) to what every metric needs.
+
+    The result is what the job caches, and caching costs per row and column, so it is narrow:
+    common columns for every record, and one ``extra`` struct (null for most rows) with the fields
+    only elections, failovers, reassignments and snapshots have; :func:`rare` unpacks it.
+
+    Derived here, once:
+
+    * ``state``: what the record says about the partition's leadership (``LED``, ``LEADERLESS``,
+      ``GONE``) or null when it says nothing definite. Elections and transitions to Online with a
+      leader mean led; ``leader_after == -1`` or a transition to Offline means leaderless; a
+      transition to NonExistent means deleted. Failed changes never change anything.
+    * ``soft_leader``: a leader >= 0 from any other non-failed record (an ``isr_change`` from
+      AlterIsr). It moves leadership of a led partition but cannot end an outage: only the
+      controller's election does that, and a stale leader id on an offline partition must not.
+    * ``isr_shrink``/``isr_expand``: whether the ISR lost/gained members in this record.
+    """
+    kind = F.col("kind")
+    failed = kind == R.KIND_FAILED_CHANGE
+    transition = kind == R.KIND_PARTITION_TRANSITION
+    election = kind == R.KIND_ELECTION
+    defines_leader = election | (transition & (F.col("to_state") == R.STATE_ONLINE))
+    leader_after = F.col("leader_after")
+    state = (
+        F.when(failed, F.lit(None))
+        .when(leader_after == R.NO_LEADER, F.lit(LEADERLESS))
+        .when(defines_leader & (leader_after >= 0), F.lit(LED))
+        .when(transition & (F.col("to_state") == R.STATE_OFFLINE), F.lit(LEADERLESS))
+        .when(transition & (F.col("to_state") == R.STATE_NON_EXISTENT), F.lit(GONE))
+    )
+    soft_leader = F.when(~failed & ~defines_leader & (leader_after >= 0), leader_after)
+    # Older or foreign writers may leave topic/partition out; the entity ("orders-3@5") has both.
+    pattern = r"^(.+)-(\d+)(@\d+)?$"
+    entity_topic = F.regexp_extract(F.col("entity"), pattern, 1)
+    entity_partition = F.regexp_extract(F.col("entity"), pattern, 2)
+    topic = F.coalesce(F.col("topic"), F.when(entity_topic != "", entity_topic))
+    partition = F.coalesce(F.col("partition"), F.when(entity_partition != "", entity_partition.try_cast("int")))
+    has_isr = F.col("isr_before").isNotNull() & F.col("isr_after").isNotNull()
+    unclean = F.coalesce(F.col("unclean"), F.lit(False)) & election
+    reassignment = kind == R.KIND_REASSIGNMENT
+    extra = F.when(
+        kind.isin(R.KIND_ELECTION, R.KIND_FAILOVER, R.KIND_REASSIGNMENT, R.KIND_STATE_SNAPSHOT, R.KIND_BROKER_CHANGE),
+        F.struct(
+            kind.alias("kind"),
+            F.col("strategy"),
+            F.col("cause"),
+            unclean.alias("unclean"),
+            F.when(unclean, F.col("isr_before")).alias("isr_before"),
+            F.when(unclean, F.col("isr_after")).alias("isr_after"),
+            F.col("elected_at_ms"),
+            F.col("completed_at_ms"),
+            F.col("duration_ms"),
+            F.when(reassignment, F.col("phase")).alias("phase"),
+            F.when(reassignment, F.coalesce(F.col("action_id"), F.col("event_id"))).alias("action_id"),
+            F.when(reassignment, F.col("origin_replicas")).alias("origin_replicas"),
+            F.when(reassignment, F.col("target_replicas")).alias("target_replicas"),
+            F.when(kind == R.KIND_STATE_SNAPSHOT, F.flatten(F.map_values("partition_states"))).alias(
+                "snapshot_entities"
+            ),
+            F.concat(
+                F.coalesce(F.col("new_brokers"), F.array().cast("array<int>")),
+                F.coalesce(F.col("dead_brokers"), F.array().cast("array<int>")),
+                F.coalesce(F.col("live_brokers"), F.array().cast("array<int>")),
+            ).alias("brokers"),
+        ),
+    )
+    return records.where(F.col("ts").isNotNull()).select(
+        *(["cluster"] if "cluster" in records.columns else []),
+        "ts",
+        F.coalesce(F.col("controller_epoch"), F.lit(-1)).alias("epoch"),
+        F.coalesce(F.col("seq"), F.lit(-1)).alias("seq"),
+        "controller_id",
+        topic.alias("topic"),
+        partition.alias("partition"),
+        state.cast("int").alias("state"),
+        soft_leader.alias("soft_leader"),
+        "leader_before",
+        "leader_after",
+        (has_isr & (F.size(F.array_except("isr_before", "isr_after")) > 0)).alias("isr_shrink"),
+        (has_isr & (F.size(F.array_except("isr_after", "isr_before")) > 0)).alias("isr_expand"),
+        extra.alias("extra"),
+    )
+
+
+def rare(events: DataFrame, kind: str) -> DataFrame:
+    """Return the events of one of the ``extra`` kinds with the struct's fields as columns, plus ``day``."""
+    return events.where(F.col("extra.kind") == kind).select(
+        *[c for c in events.columns if c != "extra"], "extra.*", _day(F.col("ts")).alias("day")
+    )
+
+
+# --- 2. inventory ----------------------------------------------------------------------------------
+
+
+def partition_days(events: DataFrame) -> DataFrame:
+    """One row per (partition, day) seen in any record: the facts three metrics need from the bulk.
+
+    Most records of a troubled cluster are ISR changes that move nobody's leadership; they matter
+    only as ISR shrink/expand counts, as proof a partition exists, and as the earliest word on its
+    leader. One aggregation over the cache answers all three, instead of three scans of it.
+
+    Columns: ``shrinks``, ``expands``, ``min_ts`` (the day's first record), ``first_ts`` (its first
+    record naming a leader) and ``first_leader_before`` (what that record says the leader was before).
+    """
+    keyed = F.col("topic").isNotNull() & F.col("partition").isNotNull()
+    names_leader = F.when((F.col("leader_before") >= 0) | (F.col("leader_after") >= 0), F.col("ts"))
+    return (
+        events.where(keyed)
+        .groupBy(*PARTITION_KEYS, _day(F.col("ts")).alias("day"))
+        .agg(
+            F.sum(F.col("isr_shrink").cast("int")).cast("long").alias("shrinks"),
+            F.sum(F.col("isr_expand").cast("int")).cast("long").alias("expands"),
+            F.min("ts").alias("min_ts"),
+            F.min(names_leader).alias("first_ts"),
+            F.min_by("leader_before", names_leader).alias("first_leader_before"),
+        )
+    )
+
+
+def partition_inventory(events: DataFrame, days: DataFrame, known: DataFrame | None = None) -> DataFrame:
+    """Return every partition seen (cluster, topic, partition): in any record, snapshot or checkpoint.
+
+    Availability divides by the number of partitions a topic has, and most partitions of a healthy
+    topic never appear in a day's records; failover snapshots name them all. ``days`` is
+    :func:`partition_days`.
+    """
+    named = days.select(*PARTITION_KEYS)
+    entities = rare(events, R.KIND_STATE_SNAPSHOT).select("cluster", F.explode("snapshot_entities").alias("entity"))
+    pattern = r"^(.+)-(\d+)$"
+    from_snapshots = entities.select(
+        "cluster",
+        F.regexp_extract("entity", pattern, 1).alias("topic"),
+        F.regexp_extract("entity", pattern, 2).alias("p"),
+    ).where((F.col("topic") != "") & (F.col("p") != ""))
+    parts = named.unionByName(from_snapshots.select("cluster", "topic", F.col("p").try_cast("int").alias("partition")))
+    if known is not None:
+        parts = parts.unionByName(known.select(*PARTITION_KEYS))
+    return parts.distinct()
+
+
+def partition_keys_are_unique(inventory: DataFrame) -> bool:
+    """Return whether the 64-bit partition hash has no collision among ``inventory``'s partitions."""
+    row = inventory.select(
+        F.count(F.lit(1)).alias("n"), F.countDistinct(F.xxhash64(*PARTITION_KEYS)).alias("keys")
+    ).first()
+    return row is None or row["n"] == row["keys"]
+
+
+# --- 3. the per-partition walk ----------------------------------------------------------------------
+
+
+def leadership_stream(events: DataFrame, days: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
+    """Return the records that say something about a partition's leader, plus seeds.
+
+    Two kinds of seeds sort before the records they precede (negative epoch on equal timestamps):
+
+    * checkpoint seeds (``seeds``, from :func:`checkpoint_partitions` of an earlier run) with each
+      partition's state at the start of the window;
+    * "first leader" seeds, placed before a partition's first record: the leader that the earliest
+      record naming one says the partition had *before* it (``leader_before``), so that a run
+      without a checkpoint still counts leaders from the start.
+
+    Soft records that keep the leader (an ISR change with ``leader_after == leader_before``, most of
+    a flapping cluster's history) say nothing new and are left out: the walk is the one sort in the
+    job, and they would be most of its rows.
+    """
+    soft = F.col("soft_leader")
+    moves = soft.isNotNull() & ~soft.eqNullSafe(F.col("leader_before"))
+    keyed = F.col("topic").isNotNull() & F.col("partition").isNotNull()
+    stream = events.where(keyed & (F.col("state").isNotNull() | moves)).select(
+        *PARTITION_KEYS, "ts", "epoch", "seq", "state", "soft_leader", "leader_before", "leader_after"
+    )
+    # Placed before the partition's first record (not at the record that names the leader): a
+    # partition whose history starts with "went offline" still had that leader until then.
+    earliest = (
+        days.groupBy(*PARTITION_KEYS)
+        .agg(F.min("min_ts").alias("ts"), F.min_by("first_leader_before", "first_ts").alias("leader"))
+        .where(F.col("leader") >= 0)
+    )
+    stream = stream.unionByName(
+        earliest.select(
+            *PARTITION_KEYS,
+            "ts",
+            F.lit(-2).cast("long").alias("epoch"),
+            F.lit(-2).cast("long").alias("seq"),
+            F.lit(None).cast("int").alias("state"),
+            F.col("leader").cast("int").alias("soft_leader"),
+            F.col("leader").cast("int").alias("leader_before"),
+            F.lit(None).cast("int").alias("leader_after"),
+        )
+    )
+    if seeds is not None:
+        stream = stream.unionByName(
+            seeds.where(F.col("state").isNotNull()).select(
+                *PARTITION_KEYS,
+                F.col("state_ms").alias("ts"),
+                F.lit(-3).cast("long").alias("epoch"),
+                F.lit(-3).cast("long").alias("seq"),
+                F.col("state").cast("int").alias("state"),
+                F.lit(None).cast("int").alias("soft_leader"),
+                F.when(F.col("state") == LEADERLESS, F.col("cause_broker")).cast("int").alias("leader_before"),
+                F.when(F.col("state") == LED, F.col("leader"))
+                .otherwise(F.lit(R.NO_LEADER))
+                .cast("int")
+                .alias("leader_after"),
+            )
+        )
+    return stream
+
+
+def walk_partitions(stream: DataFrame, hashed_key: bool = True) -> DataFrame:
+    """Walk each partition's records in order; keep the rows later steps need, with the running state.
+
+    Added columns: ``state`` (carried forward: the partition's state after the row), ``leader`` (the
+    effective leader after the row, -1 when leaderless or deleted), ``prev_leader``, ``prev_state``,
+    ``next_leader_before``, ``first``/``last`` (row position) and ``boundary`` (the state changed).
+    Only boundary, leader-change, first and last rows are returned.
+
+    With ``hashed_key`` the window partitions by ``pkey`` (see the module docstring); without it, by
+    the three key columns (the fallback when the hash collides).
+    """
+    keyed = stream.withColumn("pkey", F.xxhash64(*PARTITION_KEYS)) if hashed_key else stream
+    by = ["pkey"] if hashed_key else list(PARTITION_KEYS)
+    w = Window.partitionBy(*by).orderBy("ts", "epoch", "seq")
+    running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    carried = F.last("state", ignorenulls=True).over(running)
+    walked = keyed.select(
+        "*",
+        carried.alias("carried"),
+        F.lead("leader_before").over(w).alias("next_leader_before"),
+        F.lag("ts").over(w).isNull().alias("first"),
+        F.lead("ts").over(w).isNull().alias("last"),
+    )
+    state = F.col("carried")
+    soft = F.col("soft_leader")
+    # A soft leader counts only while the partition is led (or before anything says otherwise).
+    leader = (
+        F.when(F.col("state").isNotNull() & (F.col("state") == LED), F.col("leader_after"))
+        .when(F.col("state").isNotNull(), F.lit(R.NO_LEADER))
+        .when(state.isNull() | (state == LED), soft)
+        .otherwise(F.lit(R.NO_LEADER))
+    )
+    with_leader = walked.select(
+        *PARTITION_KEYS,
+        *(["pkey"] if hashed_key else []),
+        "ts",
+        "epoch",
+        "seq",
+        "leader_before",
+        "next_leader_before",
+        "first",
+        "last",
+        state.alias("state"),
+        leader.alias("leader"),
+    )
+    compared = with_leader.select(
+        "*",
+        F.lag("leader").over(w).alias("prev_leader"),
+        F.lag("state").over(w).alias("prev_state"),
+    )
+    boundary = F.col("state").isNotNull() & (F.col("prev_state").isNull() | (F.col("state") != F.col("prev_state")))
+    changed = ~F.col("leader").eqNullSafe(F.col("prev_leader"))
+    return compared.withColumn("boundary", boundary).where(F.col("boundary") | changed | F.col("first") | F.col("last"))
+
+
+def unavailability_intervals(walked: DataFrame, hashed_key: bool = True) -> DataFrame:
+    """Return one row per leaderless interval: from a boundary into LEADERLESS to the next boundary.
+
+    ``end_ms`` is null while the interval is open; ``end_reason`` is ``elected`` or ``deleted``.
+    ``cause_broker`` is the leader the partition lost: the record's ``leader_before``, else the
+    leader it had just before, else the next record's ``leader_before`` (Kafka writes the Offline
+    transition before the ISR update that names the lost leader).
+    """
+    by = ["pkey"] if hashed_key else list(PARTITION_KEYS)
+    w = Window.partitionBy(*by).orderBy("ts", "epoch", "seq")
+    boundaries = walked.where(F.col("boundary"))
+    ends = boundaries.select(
+        "*",
+        F.lead("ts").over(w).alias("end_ms"),
+        F.lead("state").over(w).alias("next_state"),
+    )
+    return ends.where(F.col("state") == LEADERLESS).select(
+        *PARTITION_KEYS,
+        F.col("ts").alias("start_ms"),
+        "end_ms",
+        (F.col("end_ms") - F.col("ts")).alias("duration_ms"),
+        F.coalesce(
+            _non_negative(F.col("leader_before")),
+            _non_negative(F.col("prev_leader")),
+            _non_negative(F.col("next_leader_before")),
+        ).alias("cause_broker"),
+        F.when(F.col("next_state") == LED, F.lit("elected"))
+        .when(F.col("next_state") == GONE, F.lit("deleted"))
+        .alias("end_reason"),
+    )
+
+
+def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_ms", end: str = "end_ms") -> DataFrame:
+    """Keep rows whose ``[start, end)`` overlaps the window (a null end is still open)."""
+    return intervals.where(
+        (F.col(start) < F.lit(window.end_ms)) & (F.col(end).isNull() | (F.col(end) > F.lit(window.start_ms)))
+    )
+
+
+# --- 4. unavailability per day ----------------------------------------------------------------------
+
+
+def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
+    """Spread intervals over days: one row per (interval, day) with the facts that day owns.
+
+    * ``outages``: 1 on the day the interval started;
+    * ``recoveries``/``recovery_ms``: 1 and the whole duration on the day a leader was elected, so
+      a day's MTTR is final once that day is over (an interval can start on an earlier day);
+    * ``leaderless_ms``: the part of the interval inside that day (open intervals run to the
+      window's effective end).
+    """
+    start = F.col("start_ms")
+    clip_start = F.greatest(start, F.lit(float(window.start_ms)))
+    clip_end = F.least(
+        F.coalesce(F.col("end_ms"), F.lit(float(window.effective_end_ms))), F.lit(float(window.effective_end_ms))
+    )
+    spread = intervals.select(
+        "*",
+        F.when(
+            clip_end > clip_start,
+            F.sequence(_day(clip_start), _day(clip_end - F.lit(0.001))),
+        ).alias("days"),
+        clip_start.alias("clip_start"),
+        clip_end.alias("clip_end"),
+    )
+    leaderless = spread.select("*", F.explode("days").alias("day")).select(
+        "*",
+        (
+            F.least(F.col("clip_end"), _day_start(F.col("day") + 1))
+            - F.greatest(F.col("clip_start"), _day_start(F.col("day")))
+        ).alias("leaderless_ms"),
+        F.lit(0).alias("outages"),
+        F.lit(0).alias("recoveries"),
+        F.lit(0.0).alias("recovery_ms"),
+    )
+    started = intervals.where(_in_window(start, window)).select(
+        "*",
+        _day(start).alias("day"),
+        F.lit(0.0).alias("leaderless_ms"),
+        F.lit(1).alias("outages"),
+        F.lit(0).alias("recoveries"),
+        F.lit(0.0).alias("recovery_ms"),
+    )
+    recovered = intervals.where(_in_window(F.col("end_ms"), window) & (F.col("end_reason") == "elected")).select(
+        "*",
+        _day(F.col("end_ms")).alias("day"),
+        F.lit(0.0).alias("leaderless_ms"),
+        F.lit(0).alias("outages"),
+        F.lit(1).alias("recoveries"),
+        F.col("duration_ms").alias("recovery_ms"),
+    )
+    columns = [*PARTITION_KEYS, "cause_broker", "day", "leaderless_ms", "outages", "recoveries", "recovery_ms"]
+    return leaderless.select(*columns).unionByName(started.select(*columns)).unionByName(recovered.select(*columns))
+
+
+def _outage_aggregates() -> list[Column]:
+    return [
+        F.sum("outages").cast("long").alias("outages"),
+        F.sum("recoveries").cast("long").alias("recoveries"),
+        F.sum("leaderless_ms").alias("leaderless_ms"),
+        F.sum("recovery_ms").alias("recovery_ms"),
+    ]
+
+
+def _with_mttr(df: DataFrame) -> DataFrame:
+    return df.withColumn("mttr_ms", F.when(F.col("recoveries") > 0, F.col("recovery_ms") / F.col("recoveries")))
+
+
+def partition_daily(facts: DataFrame) -> DataFrame:
+    """Outages, recoveries, MTTR and leaderless time per partition and day (partitions with any)."""
+    return _with_mttr(facts.groupBy(*PARTITION_KEYS, "day").agg(*_outage_aggregates()))
+
+
+def broker_daily(facts: DataFrame) -> DataFrame:
+    """The same per broker whose loss caused the outage (``broker`` null when unknown)."""
+    return _with_mttr(facts.groupBy("cluster", F.col("cause_broker").alias("broker"), "day").agg(*_outage_aggregates()))
+
+
+def topic_daily(facts: DataFrame, inventory: DataFrame, window: ReportWindow) -> DataFrame:
+    """Availability per topic and day for every known topic, with the topic's outage figures.
+
+    ``availability = 1 - leaderless partition-seconds / (partitions * seconds of the day covered)``;
+    a day that is still running counts only up to the window's effective end.
+    """
+    spark = facts.sparkSession
+    days = spark.range(window.start_day, window.end_day + 1).select(F.col("id").cast("int").alias("day"))
+    topics = inventory.groupBy("cluster", "topic").agg(F.count(F.lit(1)).alias("partitions"))
+    grid = topics.crossJoin(days)
+    stats = facts.groupBy("cluster", "topic", "day").agg(*_outage_aggregates())
+    day_start = _day_start(F.col("day"))
+    covered_ms = F.least(day_start + F.lit(DAY_MS), F.lit(window.effective_end_ms)) - F.greatest(
+        day_start, F.lit(window.start_ms)
+    )
+    joined = grid.join(stats, ["cluster", "topic", "day"], "left").select(
+        "cluster",
+        "topic",
+        "day",
+        "partitions",
+        F.coalesce("outages", F.lit(0)).alias("outages"),
+        F.coalesce("recoveries", F.lit(0)).alias("recoveries"),
+        F.coalesce("leaderless_ms", F.lit(0.0)).alias("leaderless_ms"),
+        F.coalesce("recovery_ms", F.lit(0.0)).alias("recovery_ms"),
+        covered_ms.alias("covered_ms"),
+    )
+    availability = F.when(
+        F.col("covered_ms") > 0,
+        F.greatest(F.lit(0.0), 1.0 - F.col("leaderless_ms") / (F.col("partitions") * F.col("covered_ms"))),
+    )
+    return _with_mttr(joined.where(F.col("covered_ms") > 0).withColumn("availability", availability))
+
+
+# --- 5. elections -------------------------------------------------------------------------------------
+
+
+def elections_daily(events: DataFrame, window: ReportWindow) -> DataFrame:
+    """Count elections per day, strategy and cause (unknown when a record leaves either out)."""
+    return (
+        rare(events, R.KIND_ELECTION)
+        .where(_in_window(F.col("ts"), window))
+        .groupBy(
+            "cluster",
+            "day",
+            F.coalesce("strategy", F.lit("unknown")).alias("strategy"),
+            F.coalesce("cause", F.lit("unknown")).alias("cause"),
+        )
+        .agg(
+            F.count(F.lit(1)).alias("elections"),
+            F.sum(F.col("unclean").cast("int")).cast("long").alias("unclean"),
+        )
+    )
+
+
+def unclean_elections(events: DataFrame, window: ReportWindow) -> DataFrame:
+    """List every unclean election (a leader taken from outside the ISR: possible data loss)."""
+    elections = rare(events, R.KIND_ELECTION)
+    return elections.where(F.col("unclean") & _in_window(F.col("ts"), window)).select(
+        "cluster",
+        "ts",
+        "day",
+        "epoch",
+        "topic",
+        "partition",
+        "strategy",
+        "cause",
+        "leader_before",
+        "leader_after",
+        "isr_before",
+        "isr_after",
+    )
+
+
+# --- 6. leaders per broker over time --------------------------------------------------------------------
+
+
+def leader_deltas(walked: DataFrame, window: ReportWindow) -> DataFrame:
+    """Turn leader changes into +1/-1 per broker and minute; changes before the window land in the
+    minute just before it, which then holds each broker's starting count.
+
+    A partition's first record also says who led it before (``leader_before``): that leader counts
+    from the start, so a first run without a checkpoint still knows most leaders.
+    """
+    initial_minute = window.start_ms // MINUTE_MS - 1
+    minute = F.greatest(F.floor(F.col("ts") / MINUTE_MS), F.lit(initial_minute)).cast("long")
+    prev = F.when(F.col("first"), _non_negative(F.col("leader_before"))).otherwise(F.col("prev_leader"))
+    changed = F.col("first") | ~F.col("leader").eqNullSafe(F.col("prev_leader"))
+    delta = T.StructType(
+        [
+            T.StructField("broker", T.IntegerType()),
+            T.StructField("minute", T.LongType()),
+            T.StructField("delta", T.IntegerType()),
+        ]
+    )
+    entries = F.array(
+        F.struct(
+            F.when(F.col("first"), prev).cast("int").alias("broker"),
+            F.lit(initial_minute).cast("long").alias("minute"),
+            F.lit(1).alias("delta"),
+        ),
+        F.struct(prev.cast("int").alias("broker"), minute.alias("minute"), F.lit(-1).alias("delta")),
+        F.struct(F.col("leader").cast("int").alias("broker"), minute.alias("minute"), F.lit(1).alias("delta")),
+    ).cast(T.ArrayType(delta))
+    exploded = (
+        walked.where(changed & (F.col("ts") < F.lit(window.end_ms)))
+        .select("cluster", F.explode(F.filter(entries, lambda e: e["broker"] >= 0)).alias("d"))
+        .select("cluster", "d.broker", "d.minute", "d.delta")
+    )
+    return exploded.groupBy("cluster", "broker", "minute").agg(F.sum("delta").cast("long").alias("delta"))
+
+
+def known_brokers(events: DataFrame, deltas: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
+    """Every broker the cluster is known to have: ever a leader, named by a broker change or
+    failover record, or carried in the checkpoint.
+
+    Leader skew divides by the number of brokers, so a broker that leads nothing (new, or back
+    from a crash before the rebalance) must still count, with zero leaders, and must count the
+    same whether the window was computed in one run or day by day.
+    """
+    named = (
+        events.where(F.col("extra.kind").isin(R.KIND_BROKER_CHANGE, R.KIND_FAILOVER))
+        .select("cluster", F.explode("extra.brokers").alias("broker"))
+        .where(F.col("broker") >= 0)
+    )
+    brokers = deltas.select("cluster", "broker").unionByName(named.select("cluster", F.col("broker").cast("int")))
+    if seeds is not None:
+        brokers = brokers.unionByName(seeds.select("cluster", F.col("broker").cast("int")))
+    return brokers.distinct()
+
+
+def leader_counts(deltas: DataFrame, brokers: DataFrame, window: ReportWindow) -> DataFrame:
+    """Return each broker's leader count at the end of every minute of the window.
+
+    Running sums of the per-minute deltas give the count after each minute with a change; a grid of
+    every (broker, minute) of ``brokers`` then carries the last count forward. Rows are brokers x
+    minutes, never partitions x minutes.
+    """
+    spark = deltas.sparkSession
+    first_minute = window.start_ms // MINUTE_MS
+    last_minute = -(-window.effective_end_ms // MINUTE_MS)  # exclusive; a started minute is shown
+    by_broker = Window.partitionBy("cluster", "broker").orderBy("minute", "grid")
+    cumulative = deltas.select(
+        "cluster",
+        "broker",
+        "minute",
+        F.lit(0).alias("grid"),
+        F.sum("delta")
+        .over(
+            Window.partitionBy("cluster", "broker")
+            .orderBy("minute")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        .alias("leaders"),
+    )
+    minutes = spark.range(first_minute, max(first_minute + 1, last_minute)).select(F.col("id").alias("minute"))
+    grid = brokers.crossJoin(minutes).select(
+        "cluster", "broker", "minute", F.lit(1).alias("grid"), F.lit(None).cast("long").alias("leaders")
+    )
+    carried = cumulative.unionByName(grid).select(
+        "cluster",
+        "broker",
+        "minute",
+        "grid",
+        F.last("leaders", ignorenulls=True)
+        .over(by_broker.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("carried"),
+    )
+    return carried.where(F.col("grid") == 1).select(
+        "cluster", "broker", "minute", F.coalesce("carried", F.lit(0)).cast("long").alias("leaders")
+    )
+
+
+def leader_skew(counts: DataFrame) -> DataFrame:
+    """Per minute: max, min and mean leaders over the brokers seen, and skew = max / mean (1 = even)."""
+    return (
+        counts.groupBy("cluster", "minute")
+        .agg(
+            F.max("leaders").alias("max_leaders"),
+            F.min("leaders").alias("min_leaders"),
+            F.avg("leaders").alias("mean_leaders"),
+            F.count(F.lit(1)).alias("brokers"),
+        )
+        .withColumn("skew", F.when(F.col("mean_leaders") > 0, F.col("max_leaders") / F.col("mean_leaders")))
+    )
+
+
+# --- 7. controller failovers --------------------------------------------------------------------------
+
+
+def controller_epochs(events: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
+    """Per controller epoch: its controller, first and last record (seeds add the last epoch seen)."""
+    epochs = (
+        events.where(F.col("epoch") >= 0)
+        .groupBy("cluster", "epoch")
+        .agg(
+            F.max("controller_id").alias("controller_id"),
+            F.min("ts").alias("first_ms"),
+            F.max("ts").alias("last_ms"),
+        )
+    )
+    if seeds is None:
+        return epochs
+    seeded = seeds.select("cluster", "epoch", "controller_id", F.lit(None).cast("double").alias("first_ms"), "last_ms")
+    return (
+        epochs.unionByName(seeded)
+        .groupBy("cluster", "epoch")
+        .agg(
+            F.max("controller_id").alias("controller_id"),
+            F.min("first_ms").alias("first_ms"),
+            F.max("last_ms").alias("last_ms"),
+        )
+    )
+
+
+def failovers(events: DataFrame, epochs: DataFrame, window: ReportWindow) -> DataFrame:
+    """One row per controller change whose new epoch began in the window.
+
+    ``gap_ms`` is the time from the old controller's last record to the new one's first: how long
+    the cluster had nobody acting. It is negative when the deposed controller kept writing after its
+    successor started (it is fenced by the epoch, so those writes failed). ``failover_ms`` is the
+    new controller's own ``completed_at_ms - elected_at_ms`` when it wrote a ``failover`` record.
+    """
+    w = Window.partitionBy("cluster").orderBy("epoch")
+    ordered = epochs.select(
+        "*",
+        F.lag("epoch").over(w).alias("previous_epoch"),
+        F.lag("controller_id").over(w).alias("previous_controller_id"),
+        F.lag("last_ms").over(w).alias("previous_last_ms"),
+    )
+    records = (
+        rare(events, R.KIND_FAILOVER)
+        .groupBy("cluster", "epoch")
+        .agg(
+            F.min("elected_at_ms").alias("elected_at_ms"),
+            F.max("completed_at_ms").alias("completed_at_ms"),
+            F.max("duration_ms").alias("duration_ms"),
+        )
+    )
+    changes = ordered.where(F.col("previous_epoch").isNotNull() & _in_window(F.col("first_ms"), window))
+    return changes.join(records, ["cluster", "epoch"], "left").select(
+        "cluster",
+        F.col("epoch").alias("controller_epoch"),
+        "controller_id",
+        "previous_epoch",
+        "previous_controller_id",
+        "previous_last_ms",
+        "first_ms",
+        (F.col("first_ms") - F.col("previous_last_ms")).alias("gap_ms"),
+        "elected_at_ms",
+        "completed_at_ms",
+        F.coalesce(F.col("completed_at_ms") - F.col("elected_at_ms"), F.col("duration_ms")).alias("failover_ms"),
+    )
+
+
+# --- 8. reassignments -----------------------------------------------------------------------------------
+
+
+def reassignment_rows(events: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
+    """The reassignment records (plus still-open ones from a checkpoint) in one shape."""
+    rows = (
+        rare(events, R.KIND_REASSIGNMENT)
+        .where(F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("phase").isNotNull())
+        .select(*PARTITION_KEYS, "ts", "epoch", "seq", "phase", "action_id", "origin_replicas", "target_replicas")
+    )
+    if seeds is not None:
+        rows = rows.unionByName(
+            seeds.select(
+                *PARTITION_KEYS,
+                F.col("started_ms").alias("ts"),
+                F.lit(-1).cast("long").alias("epoch"),
+                F.lit(-1).cast("long").alias("seq"),
+                F.lit(R.PHASE_STARTED).alias("phase"),
+                "action_id",
+                "origin_replicas",
+                "target_replicas",
+            )
+        )
+    return rows
+
+
+def reassignments(rows: DataFrame) -> DataFrame:
+    """Pair each ``started`` with the partition's next reassignment record.
+
+    ``status`` is ``completed`` or ``cancelled`` from that record, ``superseded`` when another
+    reassignment started first (Kafka replaces a running one), ``in_progress`` when nothing followed.
+    Ends without a start (the history began mid-way) are dropped: their duration is unknown.
+    """
+    w = Window.partitionBy(*PARTITION_KEYS).orderBy("ts", "epoch", "seq")
+    paired = rows.select("*", F.lead("phase").over(w).alias("next_phase"), F.lead("ts").over(w).alias("next_ts"))
+    next_phase = F.col("next_phase")
+    status = (
+        F.when(next_phase.isin(R.PHASE_COMPLETED, R.PHASE_CANCELLED), next_phase)
+        .when(next_phase == R.PHASE_STARTED, F.lit("superseded"))
+        .when(next_phase.isNull(), F.lit("in_progress"))
+        .otherwise(F.concat(F.lit("unknown:"), next_phase))
+    )
+    return (
+        paired.where(F.col("phase") == R.PHASE_STARTED)
+        .select(
+            *PARTITION_KEYS,
+            "action_id",
+            F.col("ts").alias("started_ms"),
+            "next_ts",
+            status.alias("status"),
+            "origin_replicas",
+            "target_replicas",
+        )
+        .select(
+            "*",
+            F.when(F.col("status") != "in_progress", F.col("next_ts")).alias("ended_ms"),
+        )
+        .drop("next_ts")
+        .withColumn("duration_ms", F.col("ended_ms") - F.col("started_ms"))
+    )
+
+
+def reassignment_actions(rows: DataFrame) -> DataFrame:
+    """Per action (one request, many partitions): partitions, outcome counts, start, end, duration.
+
+    ``ended_ms`` is the last partition's end, and null while any partition is still moving.
+    """
+    open_count = F.sum(F.when(F.col("status") == "in_progress", 1).otherwise(0))
+    return (
+        rows.groupBy("cluster", "action_id")
+        .agg(
+            F.count(F.lit(1)).alias("partitions"),
+            F.sum(F.when(F.col("status") == R.PHASE_COMPLETED, 1).otherwise(0)).alias("completed"),
+            F.sum(F.when(F.col("status") == R.PHASE_CANCELLED, 1).otherwise(0)).alias("cancelled"),
+            open_count.alias("in_progress"),
+            F.min("started_ms").alias("started_ms"),
+            F.max("ended_ms").alias("last_end_ms"),
+            F.collect_set("topic").alias("topics"),
+        )
+        .select(
+            "*",
+            F.when(F.col("in_progress") == 0, F.col("last_end_ms")).alias("ended_ms"),
+        )
+        .drop("last_end_ms")
+        .withColumn("duration_ms", F.col("ended_ms") - F.col("started_ms"))
+    )
+
+
+# --- 9. ISR flapping --------------------------------------------------------------------------------
+
+
+def isr_flapping(days: DataFrame, window: ReportWindow, top: int) -> DataFrame:
+    """ISR shrinks and expands per partition and day; the ``top`` partitions per day by flaps.
+
+    ``flaps`` is ``min(shrinks, expands)``: completed out-and-back cycles, which is what flapping
+    means; a partition that only shrinks lost a replica rather than flapped. ``days`` is
+    :func:`partition_days`.
+    """
+    counts = days.where(
+        (F.col("day") >= window.start_day)
+        & (F.col("day") <= window.end_day)
+        & ((F.col("shrinks") > 0) | (F.col("expands") > 0))
+    ).select(*PARTITION_KEYS, "day", "shrinks", "expands", F.least("shrinks", "expands").alias("flaps"))
+    rank_w = Window.partitionBy("cluster", "day").orderBy(
+        F.desc("flaps"), F.desc(F.col("shrinks") + F.col("expands")), "topic", "partition"
+    )
+    return counts.withColumn("rank", F.row_number().over(rank_w)).where(F.col("rank") <= top)
+
+
+# --- 10. checkpoints ----------------------------------------------------------------------------------------
+
+
+def checkpoint_partitions(walked: DataFrame, intervals: DataFrame, inventory: DataFrame) -> DataFrame:
+    """Each known partition's state at the end of the window: the seed of the next run.
+
+    Leaderless partitions keep their interval's start (``state_ms``) and cause, so an outage that
+    crosses midnight is one interval with its true start, not two.
+    """
+    last = walked.where(F.col("last")).select(
+        *PARTITION_KEYS,
+        "state",
+        "leader",
+        F.col("ts").alias("last_ms"),
+    )
+    open_intervals = intervals.where(F.col("end_ms").isNull()).select(
+        *PARTITION_KEYS, F.col("start_ms").alias("open_start_ms"), F.col("cause_broker")
+    )
+    leaderless = F.col("state") == LEADERLESS
+    return (
+        inventory.join(last, list(PARTITION_KEYS), "left")
+        .join(open_intervals, list(PARTITION_KEYS), "left")
+        .select(
+            *PARTITION_KEYS,
+            F.col("state").cast("int").alias("state"),
+            F.when(leaderless, F.lit(R.NO_LEADER)).otherwise(F.col("leader")).cast("int").alias("leader"),
+            F.when(leaderless, F.coalesce("open_start_ms", "last_ms")).otherwise(F.col("last_ms")).alias("state_ms"),
+            F.when(leaderless, F.col("cause_broker")).cast("int").alias("cause_broker"),
+        )
+    )
+
+
+def checkpoint_controller(epochs: DataFrame) -> DataFrame:
+    """The last controller epoch of each cluster, with its controller and last record time."""
+    w = Window.partitionBy("cluster").orderBy(F.desc("epoch"))
+    return (
+        epochs.where(F.col("last_ms").isNotNull())
+        .withColumn("n", F.row_number().over(w))
+        .where(F.col("n") == 1)
+        .select("cluster", "epoch", "controller_id", "last_ms")
+    )
+
+
+def checkpoint_reassignments(pairs: DataFrame) -> DataFrame:
+    """Reassignments still running at the end of the window."""
+    return pairs.where(F.col("status") == "in_progress").select(
+        *PARTITION_KEYS, "started_ms", "action_id", "origin_replicas", "target_replicas"
+    )
+
+
+# --- output helpers ---------------------------------------------------------------------------------------
+
+
+def with_dates(df: DataFrame, day_column: str = "day") -> DataFrame:
+    """Replace an epoch-day column by a ``date`` column of the same name."""
+    return df.withColumn(day_column, F.date_from_unix_date(F.col(day_column)))
+
+
+def minute_timestamps(df: DataFrame) -> DataFrame:
+    """Replace the epoch-minute column by a UTC timestamp ``minute``."""
+    return df.withColumn("minute", F.timestamp_millis(F.col("minute") * MINUTE_MS))
