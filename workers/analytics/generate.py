@@ -843,8 +843,9 @@ def _map_days(spec: HistorySpec, plans: Sequence[DayPlan], directory: Path | Non
     ]
     if processes <= 1 or len(tasks) == 1:
         return [_run_day(t) for t in tasks]
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(processes) as pool:
+    # spawn, never fork: callers (tests, Celery workers, the benchmark) hold threads (kazoo, py4j,
+    # logging) whose locks a forked child would inherit held, and such a child can hang forever.
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
         return list(pool.imap(_run_day, tasks, chunksize=1))
 
 
