@@ -163,6 +163,8 @@ CELERY_BEAT_SCHEDULE = {
     "analytics-nightly": {"task": "workers.analytics.nightly", "schedule": crontab(hour=0, minute=30)},
     # Audit (issue #7): copy each cluster's state-change stream into the database, in order.
     "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
+    # Audit retention (issue #7): delete audit rows older than AUDIT_RETENTION_DAYS, once a day.
+    "audit-retention": {"task": "workers.retention.cleanup", "schedule": crontab(hour=1, minute=15)},
 }
 
 SESSION_COOKIE_HTTPONLY = True

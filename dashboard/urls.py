@@ -11,5 +11,6 @@ urlpatterns = [
     path("clusters/", include("dashboard.clusters.urls")),
     path("analytics/", include("dashboard.analytics.urls")),
     path("actions/", include("dashboard.actions.urls")),
+    path("api/v1/", include("dashboard.actions.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -7,7 +7,8 @@ class ActionsConfig(AppConfig):
     verbose_name = "Operator actions and audit"
 
     def ready(self) -> None:
-        # The worker must import ``workers.actions`` to register its tasks (Celery's autodiscovery
+        # The worker must import ``workers.actions``, ``workers.reassign`` and ``workers.retention`` to register
+        # their tasks (Celery's autodiscovery
         # only finds ``workers.tasks``). Named as a string: the web process never imports workers.
         from django.contrib.auth.signals import user_logged_in, user_login_failed
 
@@ -18,5 +19,6 @@ class ActionsConfig(AppConfig):
         user_login_failed.connect(signals.login_failed, dispatch_uid="actions-audit-login-failed")
 
         imports = tuple(app.conf.imports or ())
-        if "workers.actions" not in imports:
-            app.conf.imports = (*imports, "workers.actions")
+        missing = tuple(m for m in ("workers.actions", "workers.reassign", "workers.retention") if m not in imports)
+        if missing:
+            app.conf.imports = (*imports, *missing)

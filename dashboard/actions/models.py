@@ -18,6 +18,15 @@ class Action(models.Model):
         PREFERRED_ELECTION = "preferred_election", "Preferred leader election"
         LOGIN = "login", "Login"
         LOGIN_FAILED = "login_failed", "Failed login"
+        REASSIGNMENT = "reassignment", "Partition reassignment"
+        REASSIGNMENT_CANCEL = "reassignment_cancel", "Reassignment cancellation"
+        CONTROLLED_SHUTDOWN = "controlled_shutdown", "Controlled shutdown"
+        TOPIC_CREATE = "topic_create", "Topic creation"
+        TOPIC_DELETE = "topic_delete", "Topic deletion"
+        PARTITIONS_ADD = "partitions_add", "Partitions added"
+        CLUSTER_CHANGE = "cluster_change", "Cluster registered, changed or removed"
+        USER_CHANGE = "user_change", "User or role changed"
+        RETENTION_CLEANUP = "retention_cleanup", "Audit retention cleanup"
 
     class Status(models.TextChoices):
         REJECTED = "rejected", "Rejected"
@@ -44,6 +53,13 @@ class Action(models.Model):
     finished = models.DateTimeField(null=True, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
     controller_epoch = models.IntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(
+        max_length=100,
+        blank=True,
+        db_index=True,
+        help_text="Client-chosen key: a replayed request or a redelivered task with it has one effect.",
+    )
+    attempts = models.IntegerField(default=0, help_text="How many times a worker started the task (redeliveries).")
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -84,6 +100,14 @@ class StateChange(models.Model):
     isr_after = models.JSONField(null=True)
     error = models.TextField(blank=True)
     record = models.JSONField(default=dict)
+    action = models.ForeignKey(
+        Action,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="state_changes",
+        help_text="The operator action that caused this change, when one did.",
+    )
 
     class Meta:
         ordering = ["cluster", "controller_epoch", "seq"]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from dashboard.actions import views
 
@@ -15,4 +15,6 @@ urlpatterns = [
         name="partition-history",
     ),
     path("clusters/<slug:name>/preferred-election/", views.preferred_election, name="preferred-election"),
+    path("", include("dashboard.actions.reassign_urls")),
+    path("", include("dashboard.actions.ops_urls")),
 ]
