@@ -7,9 +7,9 @@ class ActionsConfig(AppConfig):
     verbose_name = "Operator actions and audit"
 
     def ready(self) -> None:
-        # The worker must import ``workers.actions``, ``workers.reassign`` and ``workers.retention`` to register
-        # their tasks (Celery's autodiscovery
-        # only finds ``workers.tasks``). Named as a string: the web process never imports workers.
+        # The worker must import ``workers.actions``, ``workers.reassign`` and ``workers.retention`` to
+        # register their tasks (Celery's autodiscovery only finds ``workers.tasks``). Named as strings:
+        # the web process never imports workers.
         from django.contrib.auth.signals import user_logged_in, user_login_failed
 
         from dashboard.actions import signals
