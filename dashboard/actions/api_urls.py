@@ -12,4 +12,5 @@ app_name = "api"
 urlpatterns = [
     path("", include("dashboard.actions.api_reassign_urls")),
     path("", include("dashboard.actions.api_ops_urls")),
+    path("", include("dashboard.actions.api_topic_urls")),
 ]

@@ -27,6 +27,9 @@ class Action(models.Model):
         CLUSTER_CHANGE = "cluster_change", "Cluster registered, changed or removed"
         USER_CHANGE = "user_change", "User or role changed"
         RETENTION_CLEANUP = "retention_cleanup", "Audit retention cleanup"
+        UNCLEAN_ELECTION = "unclean_election", "Unclean leader election"
+        TOPIC_CONFIG = "topic_config", "Topic configuration change"
+        REQUEST_REJECTED = "request_rejected", "Request rejected (size, rate, origin or replay)"
 
     class Status(models.TextChoices):
         REJECTED = "rejected", "Rejected"
