@@ -23,8 +23,13 @@ class ControllerConfig:
     first_rebalance_delay_seconds: float = 5.0
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
-    #: Use multi-ops for partition-state writes (off only for the "unbatched" benchmark baseline).
+    #: Many writes per multi (off only for the "unbatched" benchmark baseline: one fenced write per
+    #: partition, pipelined, the way Kafka 1.1 writes).
     batched_writes: bool = True
+    #: Elections and ISR shrinks write conditionally on the cached state's version first and read
+    #: ZooKeeper only for conflicts (controller_core.cached_states); False reads every state first, as
+    #: Kafka does. Both are equally safe: the write is conditional either way.
+    decide_from_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.controller_id < 0:

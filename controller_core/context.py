@@ -209,6 +209,11 @@ class ControllerContext:
         for broker_id in broker_ids:
             self._offline_dirs.pop(broker_id, None)
 
+    @property
+    def has_replicas_on_offline_dirs(self) -> bool:
+        """True when some broker reported failed log directories (replica online-ness is then per partition)."""
+        return bool(self._offline_dirs)
+
     def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
         ids = self._live_or_shutting_down_ids if include_shutting_down else self._live_ids
         if broker_id not in ids:
@@ -303,6 +308,25 @@ class ControllerContext:
             info = self._leadership.get(tp)
             if info is not None:
                 self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(previous, info)
+
+    def load_topic_assignment(self, topic: str, assignments: Mapping[TopicPartition, ReplicaAssignment]) -> None:
+        """``update_partition_full_replica_assignment`` for a whole topic; one pass when the topic is new
+        to the context and nothing is cached about it (failover loads 2,000 topics this way)."""
+        if not assignments:
+            return
+        if topic in self._assignments or any(tp in self._leadership for tp in assignments):
+            for tp, assignment in assignments.items():
+                self.update_partition_full_replica_assignment(tp, assignment)
+            return
+        self._assignments[topic] = dict(assignments)
+        by_broker = self._by_broker
+        for tp, assignment in assignments.items():
+            for broker_id in assignment.replicas:
+                partitions = by_broker.get(broker_id)
+                if partitions is None:
+                    by_broker[broker_id] = {tp}
+                else:
+                    partitions.add(tp)
 
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """The partition's assignment, or the empty assignment if it is unknown."""
@@ -409,6 +433,29 @@ class ControllerContext:
             assignment = self.partition_full_replica_assignment(tp)
             self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(assignment, previous)
 
+    def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
+        """``put_partition_leadership_info`` for many partitions; one pass when the cache is empty (failover)."""
+        if self._leadership:
+            for tp, info in infos.items():
+                self.put_partition_leadership_info(tp, info)
+            return
+        self._leadership.update(infos)
+        by_leader = self._by_leader
+        deleting = self._topics_to_be_deleted
+        assignments = self._assignments
+        imbalance = 0
+        for tp, info in infos.items():
+            leader = info.leader_and_isr.leader
+            partitions = by_leader.get(leader)
+            if partitions is None:
+                by_leader[leader] = {tp}
+            else:
+                partitions.add(tp)
+            if tp.topic not in deleting:
+                topic_map = assignments.get(tp.topic)
+                imbalance += _imbalance(None if topic_map is None else topic_map.get(tp), info)
+        self._preferred_replica_imbalance_count += imbalance
+
     def partition_leadership_info(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         return self._leadership.get(tp)
 
@@ -501,6 +548,22 @@ class ControllerContext:
             elif current is PartitionState.OFFLINE and state is not PartitionState.OFFLINE:
                 self._offline_partition_count -= 1
 
+    def put_partition_states(self, states: Mapping[TopicPartition, PartitionState]) -> None:
+        """``put_partition_state`` for many partitions; one pass when none has a state yet (failover)."""
+        if self._partition_states:
+            for tp, state in states.items():
+                self.put_partition_state(tp, state)
+            return
+        self._partition_states.update(states)
+        by_state = self._partitions_by_state
+        started = self._topics_with_deletion_started
+        online, offline = PartitionState.ONLINE, PartitionState.OFFLINE
+        for tp, state in states.items():
+            if state is not online:
+                by_state[state].add(tp)
+                if state is offline and tp.topic not in started:
+                    self._offline_partition_count += 1
+
     def put_partition_state_if_not_exists(self, tp: TopicPartition, state: PartitionState) -> None:
         if tp not in self._partition_states:
             self.put_partition_state(tp, state)
@@ -546,6 +609,13 @@ class ControllerContext:
         else:
             states[replica.replica] = state
 
+    def set_replica_states_of(self, tp: TopicPartition, states: dict[int, ReplicaState]) -> None:
+        """Replace every replica state of ``tp`` at once (failover initializes 300,000 this way)."""
+        if states:
+            self._replica_states[tp] = states
+        else:
+            self._replica_states.pop(tp, None)
+
     def put_replica_state_if_not_exists(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
         if self.replica_state(replica) is None:
             self.put_replica_state(replica, state)
@@ -568,13 +638,28 @@ class ControllerContext:
                 yield PartitionAndReplica(tp, replica), state
 
     def check_valid_replica_state_change(
-        self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
+        self, replicas: Iterable[PartitionAndReplica], target: ReplicaState, default: ReplicaState | None = None
     ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
+        """Split ``replicas`` into those that may move to ``target`` and those that may not.
+
+        With ``default``, a replica without a state is first given it (the state machine's
+        "put if not exists"), in the same pass.
+        """
         allowed = REPLICA_VALID_PREVIOUS[target]
         valid: list[PartitionAndReplica] = []
         invalid: list[PartitionAndReplica] = []
+        all_states = self._replica_states
         for replica in replicas:
-            (valid if self.replica_state(replica) in allowed else invalid).append(replica)
+            tp, broker_id = replica
+            states = all_states.get(tp)
+            state = None if states is None else states.get(broker_id)
+            if state is None and default is not None:
+                state = default
+                if states is None:
+                    all_states[tp] = {broker_id: default}
+                else:
+                    states[broker_id] = default
+            (valid if state in allowed else invalid).append(replica)
         return valid, invalid
 
     def replicas_in_state(self, topic: str, state: ReplicaState) -> set[PartitionAndReplica]:

@@ -17,11 +17,15 @@ and an extra ``endpoint`` key tells brokers where to send AlterIsr and Controlle
 Session handling: on SUSPENDED the event thread stops taking events until the connection returns
 (nothing is acted on while leadership may not hold); on LOST every queued event is preempted, the
 controller resigns, and once kazoo has a new session it re-arms its watch and competes again.
+
+Departures for speed (docs/performance.md), each as safe as Kafka's way: elections and ISR shrinks
+decide on the cached state first and write conditionally on its version, reading ZooKeeper only for
+the partitions that conflict or could not be decided (``cached_states``; ``decide_from_cache=False``
+restores Kafka's read-first); the collector is paused during events (``gc_policy``).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -42,6 +46,7 @@ from controller_core.errors import (
 from controller_core.event_manager import ControllerEventManager
 from controller_core.events import (
     AlterIsrReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -159,13 +164,16 @@ class Controller:
         self.replica_batch = self._new_batch()
         self.partition_batch = self._new_batch()
         self.batch = self._new_batch()
-        self.replica_sm = ReplicaStateMachine(self.ctx, store, self.replica_batch, self.scl)
+        self.replica_sm = ReplicaStateMachine(
+            self.ctx, store, self.replica_batch, self.scl, decide_from_cache=config.decide_from_cache
+        )
         self.partition_sm = PartitionStateMachine(
             self.ctx,
             store,
             self.partition_batch,
             self.scl,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
+            decide_from_cache=config.decide_from_cache,
         )
         self.deletion = TopicDeletionManager(self)
         self.reassignment = ReassignmentManager(self)
@@ -176,6 +184,8 @@ class Controller:
         self._connected = threading.Event()
         self._connected.set()
         self._session_lost = False
+        self._suspension_lock = threading.Lock()
+        self._suspension_timer: threading.Timer | None = None
         self._rebalance_timer: threading.Timer | None = None
         self._started = False
 
@@ -235,15 +245,61 @@ class Controller:
         if state == "SUSPENDED":
             self._connected.clear()
             self.events.put(Suspend())
+            self._watch_suspension()
         elif state == "LOST":
             self._session_lost = True
             self._connected.set()  # let a blocked event run into the Expire handling
             self.events.clear_and_put(Expire())
         elif state == "CONNECTED":
+            with self._suspension_lock:
+                if self._suspension_timer is not None:
+                    self._suspension_timer.cancel()
+                    self._suspension_timer = None
             was_lost = self._session_lost
             self._session_lost = False
             self._connected.set()
             self.events.put(RegisterAndReelect() if was_lost else Reconnected())
+
+    def _watch_suspension(self) -> None:
+        """Give up the session when the connection stays suspended for a whole session timeout.
+
+        A candidate whose requests still reach ZooKeeper but whose answers are lost (a one-way
+        partition) keeps its session alive on the server with every reconnection attempt, so its
+        ``/controller`` stays and no other candidate takes over, while it cannot act. Once a session
+        timeout has passed without an answer, it stops its client (no more attempts: the server expires
+        the session and deletes the ephemeral) and starts a new session, competing again once connected.
+        kazoo reports SUSPENDED after about two thirds of the session timeout without an answer, so the
+        remaining third is waited here. A blip shorter than the session timeout keeps the session.
+        """
+        with self._suspension_lock:
+            if self._suspension_timer is not None:
+                return
+            wait_s = self.config.zookeeper_session_timeout_s / 3
+            timer = threading.Timer(wait_s, self._abandon_session_if_still_suspended)
+            timer.daemon = True
+            self._suspension_timer = timer
+        timer.start()
+
+    def _abandon_session_if_still_suspended(self) -> None:
+        with self._suspension_lock:
+            self._suspension_timer = None
+        if not self._started or self._connected.is_set() or self._session_lost:
+            return
+        logger.warning(
+            "controller %d: no answer from ZooKeeper for a session timeout (%.1f s): starting a new session",
+            self.config.controller_id,
+            self.config.zookeeper_session_timeout_s,
+        )
+        self.scl.record("session_abandoned", suspended_s=self.config.zookeeper_session_timeout_s)
+        threading.Thread(target=self._restart_session, name="controller-session-restart", daemon=True).start()
+
+    def _restart_session(self) -> None:
+        try:
+            self.client.stop()  # LOST to the listener: the event thread resigns
+            if self._started:
+                self.client.start_async()  # CONNECTED (a new session) re-registers and competes again
+        except Exception:
+            logger.exception("restarting the ZooKeeper session failed")
 
     def run_on_event_thread(self, action: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``action`` on the event thread and return its result (status queries, tests)."""
@@ -335,7 +391,7 @@ class Controller:
 
     def _elect(self) -> None:
         current = self.store.get_controller_id()
-        self.active_controller_id = -1 if current is None else current
+        self.active_controller_id = self._effective_controller_id(current)
         if current is not None:
             logger.info("controller %d is active; %d stands by", current, self.config.controller_id)
             return
@@ -362,9 +418,27 @@ class Controller:
     def _maybe_resign(self) -> None:
         was_active = self.is_active
         current = self.store.get_controller_id()
-        self.active_controller_id = -1 if current is None else current
+        self.active_controller_id = self._effective_controller_id(current)
         if was_active and not self.is_active:
             self._resign(delete_controller_znode=False)
+
+    def _effective_controller_id(self, current: int | None) -> int:
+        """The active controller's id (-1: none) given the id ``/controller`` names.
+
+        A ``/controller`` naming this candidate but owned by an earlier session of it (after a
+        client-side expiry the server keeps that session and its ephemeral until it times out) is
+        nobody's: taking it for "me, active" would leave a headless controller with no epoch
+        (KAFKA-7165, KAFKA-13407). Its deletion fires the watch and this candidate re-elects.
+        """
+        if current is None:
+            return -1
+        if current == self.config.controller_id:
+            stat = self.client.exists(paths.CONTROLLER_PATH)
+            session = (self.client.client_id or (None, None))[0]
+            if stat is None or stat.ephemeralOwner != session:
+                logger.warning("/controller names %d but an earlier session owns it; waiting for it to go", current)
+                return -1
+        return current
 
     def _trigger_controller_move(self) -> None:
         current = self.store.get_controller_id()
@@ -410,6 +484,7 @@ class Controller:
 
     def _on_controller_failover(self, elected_at: float) -> None:
         started = time.perf_counter()
+        phases = _PhaseClock(started)
         self.failover_count += 1
         self.store.ensure_persistent_paths()
         w = self.watches
@@ -423,7 +498,8 @@ class Controller:
         zkv = self.ctx.epoch_zk_version
         self.store.delete_log_dir_event_notifications(self.store.get_log_dir_event_notification_names(), zkv)
         self.store.delete_isr_change_notifications(self.store.get_isr_change_notification_names(), zkv)
-        self._initialize_controller_context()
+        phases.mark("watches_and_notifications")
+        self._initialize_controller_context(phases)
 
         topics_to_delete = set(self.store.get_topic_deletions())
         ineligible = {
@@ -434,8 +510,11 @@ class Controller:
         self.deletion.init(topics_to_delete, ineligible)
 
         self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
+        phases.mark("topic_deletion_and_brokers_update")
         self.replica_sm.startup()
+        phases.mark("replica_state_machine")
         self.partition_sm.startup()
+        phases.mark("partition_state_machine")
         self.reassignment.initialize()
         self.deletion.try_topic_deletion()
         pending = self.store.get_preferred_replica_election()
@@ -443,43 +522,46 @@ class Controller:
             self._on_replica_leader_election(ReplicaLeaderElection(frozenset(pending)))
         if self.config.auto_leader_rebalance_enable:
             self._schedule_rebalance(self.config.first_rebalance_delay_seconds)
-        # The context is long-lived: keep the collector from rescanning it on every allocation burst.
-        gc.collect()
-        gc.freeze()
+        phases.mark("reassignments_deletions_elections")
         self.last_failover_ms = (time.perf_counter() - started) * 1000
         self.scl.record(
             "failover",
             elected_at_ms=elected_at * 1000,
             completed_at_ms=self._clock() * 1000,
             duration_ms=self.last_failover_ms,
+            phases_ms=phases.ms,
             live_brokers=sorted(self.ctx.live_broker_ids),
             partitions=self.ctx.partition_count,
             endpoint=self.endpoint,
         )
         self._record_state_snapshot()
         logger.info(
-            "controller %d failover done in %.0f ms: %d brokers, %d topics, %d partitions",
+            "controller %d failover done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",
             self.config.controller_id,
             self.last_failover_ms,
             len(self.ctx.live_or_shutting_down_broker_ids),
             len(self.ctx.all_topics),
             self.ctx.partition_count,
+            ", ".join(f"{name} {ms:.0f} ms" for name, ms in phases.ms.items()),
         )
 
-    def _initialize_controller_context(self) -> None:
+    def _initialize_controller_context(self, phases: _PhaseClock | None = None) -> None:
+        phases = phases or _PhaseClock(time.perf_counter())
         brokers = list(self.store.get_all_broker_registrations().values())
         self.ctx.set_live_brokers(brokers)
         topics = self.store.get_all_topics()
         self.ctx.set_all_topics(topics)
-        for topic in topics:
-            self._watch_topic(topic)
+        self._watch_topics(topics)
+        phases.mark("brokers_topics_and_topic_watches")
         assignments = self.store.get_replica_assignments(topics)
         self._store_assignments(assignments)
+        phases.mark("assignments")
         self.ctx.clear_partition_leadership_info()
         self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
         for broker in brokers:
             self._watch_broker(broker.id)
         self._refresh_leadership(self.ctx.all_partitions())
+        phases.mark("partition_states")
         channel = self._channel_factory()
         for broker in brokers:
             channel.add_broker(broker)
@@ -489,17 +571,22 @@ class Controller:
         for topic, assignment in assignments.items():
             if assignment.topic_id:
                 self.ctx.add_topic_id(topic, assignment.topic_id)
-            for partition, replicas in assignment.partitions.items():
-                tp = TopicPartition(topic, partition)
-                self.ctx.update_partition_full_replica_assignment(tp, replicas)
+            by_partition = {TopicPartition(topic, p): replicas for p, replicas in assignment.partitions.items()}
+            self.ctx.load_topic_assignment(topic, by_partition)
+            for tp, replicas in by_partition.items():
                 if replicas.is_being_reassigned:
                     self.ctx.partitions_being_reassigned.add(tp)
 
     def _refresh_leadership(self, partitions: Sequence[TopicPartition]) -> None:
         """Read state znodes into the leadership cache (bulk)."""
-        for tp, read in self.store.get_partition_states(partitions).items():
-            if read.code is ZkCode.OK and read.state is not None:
-                self.ctx.put_partition_leadership_info(tp, read.state)
+        ok = ZkCode.OK
+        self.ctx.load_partition_leadership_info(
+            {
+                tp: read.state
+                for tp, read in self.store.get_partition_states(partitions).items()
+                if read.code is ok and read.state is not None
+            }
+        )
 
     def _record_state_snapshot(self) -> None:
         """Full partition and replica states, so readers that start late can rebuild everything."""
@@ -610,8 +697,7 @@ class Controller:
         new_topics = topics - known
         deleted = known - topics
         self.ctx.set_all_topics(topics)
-        for topic in new_topics:
-            self._watch_topic(topic)
+        self._watch_topics(new_topics)
         for topic in deleted:
             self.ctx.remove_topic(topic)
         if not new_topics:
@@ -686,6 +772,9 @@ class Controller:
         if not self.is_active:
             return
         self.reassignment.on_zk_reassignment()
+
+    def _on_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        self.reassignment.on_api_event(event)
 
     def _on_partition_reassignment_isr_change(self, event: PartitionReassignmentIsrChange) -> None:
         if not self.is_active:
@@ -828,16 +917,28 @@ class Controller:
         except ControllerMovedError:
             event.callback(int(ErrorCode.NOT_CONTROLLER), ())
             raise
-        except StaleBrokerEpochError:
+        except StaleBrokerEpochError as exc:
+            self._record_shutdown_rejection(event, ErrorCode.STALE_BROKER_EPOCH, exc)
             event.callback(int(ErrorCode.STALE_BROKER_EPOCH), ())
             return
-        except BrokerNotAvailableError:
+        except BrokerNotAvailableError as exc:
+            self._record_shutdown_rejection(event, ErrorCode.BROKER_NOT_AVAILABLE, exc)
             event.callback(int(ErrorCode.BROKER_NOT_AVAILABLE), ())
             return
         except Exception:
             event.callback(int(ErrorCode.UNKNOWN_SERVER_ERROR), ())
             raise
         event.callback(int(ErrorCode.NONE), sorted(remaining))
+
+    def _record_shutdown_rejection(self, event: ControlledShutdown, code: ErrorCode, error: Exception) -> None:
+        """Kafka answers a refused ControlledShutdown with an error code only; the history keeps why."""
+        self.scl.record(
+            "controlled_shutdown_rejected",
+            broker_id=event.broker_id,
+            broker_epoch=event.broker_epoch,
+            error_code=int(code),
+            error=f"{code.name}: {error}",
+        )
 
     def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
         if not self.is_active:
@@ -865,8 +966,7 @@ class Controller:
             self.partition_sm.handle_state_changes(sorted(led), _P.ONLINE, ControlledShutdownStrategy())
         if followed:
             self.batch.new_batch()
-            for tp in followed:
-                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
+            self.batch.add_stop_replica_requests_for_broker(broker_id, followed, delete_partition=False)
             self.batch.send_requests_to_brokers(ctx.epoch)
             self.replica_sm.handle_state_changes(
                 [PartitionAndReplica(tp, broker_id) for tp in sorted(followed)], _R.OFFLINE
@@ -925,7 +1025,14 @@ class Controller:
         partitions = set().union(*self.store.get_isr_change_notifications(names).values()) if names else set()
         try:
             known = sorted(tp for tp in partitions if self.ctx.partition_replica_assignment(tp))
+            before = {tp: self.ctx.partition_leadership_info(tp) for tp in known}
             self._refresh_leadership(known)
+            # The leaders wrote these ISRs themselves (pre-AlterIsr protocol): record what changed,
+            # so the history has every ISR change whichever way it was made.
+            for tp in known:
+                old, new = before[tp], self.ctx.partition_leadership_info(tp)
+                if new is not None and (old is None or old.leader_and_isr != new.leader_and_isr):
+                    self.scl.isr_change(tp, None if old is None else old.leader_and_isr, new.leader_and_isr)
             self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, known)
             for tp in known:
                 if tp in self.ctx.partitions_being_reassigned:
@@ -942,14 +1049,22 @@ class Controller:
         if getattr(response, "error_code", 0) != ErrorCode.NONE:
             logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, response.error_code)
             return
+        # A response lists every partition of the request (100,000 after a failover) and almost
+        # always says NONE for all: only storage errors, and partitions that were offline before,
+        # need objects. (TopicPartition is a tuple, so a (topic, partition) pair finds it in a set.)
+        previous = self.ctx.replicas_on_offline_dirs(event.broker_id)
         offline: set[TopicPartition] = set()
         online: set[TopicPartition] = set()
-        for tp, error in response.errors_by_partition().items():
-            if error == ErrorCode.KAFKA_STORAGE_ERROR:
-                offline.add(tp)
-            elif error == ErrorCode.NONE:
-                online.add(tp)
-        previous = self.ctx.replicas_on_offline_dirs(event.broker_id)
+        storage_error, none = ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE
+        for e in response.partition_errors:
+            code = e.error_code
+            if code == none:
+                if previous and (e.topic, e.partition) in previous:
+                    online.add(TopicPartition(e.topic, e.partition))
+            elif code == storage_error:
+                offline.add(TopicPartition(e.topic, e.partition))
+        if not previous and not offline:
+            return
         current = (previous - online) | offline
         self.ctx.set_replicas_on_offline_dirs(event.broker_id, current)
         newly_offline = current - previous
@@ -968,15 +1083,14 @@ class Controller:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _watch_topic(self, topic: str) -> None:
-        self.watches.watch_node(
-            paths.topic_path(topic),
-            lambda e: PartitionModifications(topic) if e.type is WatchEventType.CHANGED else None,
-        )
-        self.watches.watch_node(
-            paths.topic_config_path(topic),
-            lambda e: TopicConfigChange(topic) if e.type is not WatchEventType.DELETED else None,
-        )
+    def _watch_topics(self, topics: Iterable[str]) -> None:
+        """Arm each topic's assignment and config watches, the reads pipelined (thousands at failover)."""
+        handlers: dict[str, Callable[[WatchEvent], ControllerEvent | None]] = {}
+        for topic in topics:
+            handlers[paths.topic_path(topic)] = _partition_modifications_for(topic)
+            handlers[paths.topic_config_path(topic)] = _topic_config_change_for(topic)
+        if handlers:
+            self.watches.watch_nodes(handlers)
 
     def _watch_broker(self, broker_id: int) -> None:
         self.watches.watch_node(
@@ -1075,3 +1189,24 @@ def _snake(name: str) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
+
+
+class _PhaseClock:
+    """Milliseconds spent in each named step of a failover (in the "failover" record and the log)."""
+
+    def __init__(self, started: float) -> None:
+        self._last = started
+        self.ms: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = round((now - self._last) * 1000, 1)
+        self._last = now
+
+
+def _partition_modifications_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:
+    return lambda e: PartitionModifications(topic) if e.type is WatchEventType.CHANGED else None
+
+
+def _topic_config_change_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:
+    return lambda e: TopicConfigChange(topic) if e.type is not WatchEventType.DELETED else None

@@ -1,4 +1,5 @@
-"""The controller's HTTP endpoint for brokers: AlterIsr and ControlledShutdown (docs/protocol.md).
+"""The controller's HTTP endpoint: AlterIsr and ControlledShutdown for brokers (docs/protocol.md), and
+AlterPartitionReassignments for operators (start, retarget or cancel reassignments, KIP-455).
 
 Why a tiny stdlib server: brokers must reach whichever candidate is active, the active one
 advertises this endpoint in ``/controller``, and requests must become events on the controller's
@@ -17,16 +18,20 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from controller_core.events import AlterIsrReceived, ControlledShutdown
+from controller_core.events import AlterIsrReceived, ApiPartitionReassignment, ControlledShutdown
 from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.protocol import (
     ALTER_ISR_PATH,
+    ALTER_PARTITION_REASSIGNMENTS_PATH,
     CONTROLLED_SHUTDOWN_PATH,
     AlterIsrPartitionResult,
     AlterIsrRequest,
     AlterIsrResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    ReassignmentPartitionResult,
 )
 from controller_core.requests import ErrorCode
 
@@ -136,6 +141,8 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
                     self._send(HTTPStatus.OK, self._alter_isr(body))
                 elif self.path == CONTROLLED_SHUTDOWN_PATH:
                     self._send(HTTPStatus.OK, self._controlled_shutdown(body))
+                elif self.path == ALTER_PARTITION_REASSIGNMENTS_PATH:
+                    self._send(HTTPStatus.OK, self._alter_partition_reassignments(body))
                 else:
                     self._send(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path}"})
             except BadRequest as exc:
@@ -177,6 +184,30 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
                 done.set()
 
             controller.events.put(ControlledShutdown(request.broker_id, request.broker_epoch, reply))
+            if not done.wait(REQUEST_TIMEOUT_S):
+                raise TimeoutError
+            response: dict[str, Any] = box["response"]
+            return response
+
+        def _alter_partition_reassignments(self, body: Mapping[str, Any]) -> dict[str, Any]:
+            try:
+                request = AlterPartitionReassignmentsRequest.from_dict(body)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            done = threading.Event()
+            box: dict[str, Any] = {}
+
+            def reply(error: int, results: Mapping[TopicPartition, tuple[int, str]]) -> None:
+                box["response"] = AlterPartitionReassignmentsResponse(
+                    ErrorCode.parse(error),
+                    tuple(
+                        ReassignmentPartitionResult(tp.topic, tp.partition, ErrorCode.parse(code), message)
+                        for tp, (code, message) in sorted(results.items())
+                    ),
+                ).to_dict()
+                done.set()
+
+            controller.events.put(ApiPartitionReassignment(dict(request.partitions), reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
             response: dict[str, Any] = box["response"]

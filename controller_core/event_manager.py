@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 from controller_core.controller_state import ControllerState
 from controller_core.events import ControllerEvent, ShutdownEventThread
+from controller_core.gc_policy import EventGcPolicy
+from controller_core.pause_points import pause_point
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,7 @@ class ControllerEventManager:
     ) -> None:
         self._handler = handler
         self._on_idle = on_idle
+        self._gc = EventGcPolicy()
         self._queue: deque[QueuedEvent] = deque()
         self._cond = threading.Condition()
         self._put_lock = threading.Lock()
@@ -204,7 +207,9 @@ class ControllerEventManager:
             try:
                 if self._pause_hook is not None:
                     self._pause_hook(event)
-                queued.process(self._handler)
+                pause_point("event", type(event).__name__)  # test-only; a no-op unless CONTROLLER_PAUSE_DIR
+                with self._gc.around_event():
+                    queued.process(self._handler)
             except Exception:
                 logger.exception("uncaught error processing %s", type(event).__name__)
             finally:
@@ -213,3 +218,4 @@ class ControllerEventManager:
                 self.metrics.per_state.setdefault(event.state, StateTimer()).observe(elapsed_ms)
                 self.metrics.per_event.setdefault(type(event).__name__, StateTimer()).observe(elapsed_ms)
                 self.state = ControllerState.IDLE
+                self._gc.after_event(queue_empty=not self._queue)

@@ -134,6 +134,23 @@ class PartitionReassignmentIsrChange(ControllerEvent):
 
 
 @dataclass(frozen=True, eq=False)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments from the controller's API: partition -> target, None = cancel.
+
+    ``callback(error_code, {partition: (error_code, message)})`` answers the caller.
+    """
+
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    callback: Callable[[int, Mapping[TopicPartition, tuple[int, str]]], None]
+
+    def preempt(self) -> None:
+        from controller_core.requests import ErrorCode
+
+        self.callback(int(ErrorCode.NOT_CONTROLLER), {})
+
+
+@dataclass(frozen=True, eq=False)
 class ReplicaLeaderElection(ControllerEvent):
     """Preferred or unclean elections, from ZooKeeper, the API or the auto balancer."""
 

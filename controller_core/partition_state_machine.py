@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
+from controller_core.cached_states import current_partition_states
 from controller_core.context import ControllerContext
 from controller_core.election import (
     ControlledShutdownStrategy,
@@ -94,12 +95,15 @@ class PartitionStateMachine:
         state_change_logger: StateChangeLogger,
         *,
         unclean_leader_election_enable: bool = False,
+        decide_from_cache: bool = True,
     ) -> None:
         self._ctx = context
         self._store = store
         self._batch = batch
         self._log = state_change_logger
         self.unclean_leader_election_enable = unclean_leader_election_enable
+        self.decide_from_cache = decide_from_cache
+        """First election round on cached states (controller_core.cached_states); False: Kafka's read-first."""
         self.unclean_leader_elections = 0
         """How many unclean leaders were chosen (Kafka's UncleanLeaderElectionsPerSec meter)."""
 
@@ -114,16 +118,20 @@ class PartitionStateMachine:
         """
         ctx = self._ctx
         counts = dict.fromkeys((_P.NEW, _P.ONLINE, _P.OFFLINE), 0)
+        leadership = ctx.partitions_leadership_info
+        new, online, offline = _P.NEW, _P.ONLINE, _P.OFFLINE
+        states: dict[TopicPartition, PartitionState] = {}
         for tp in ctx.all_partitions():
-            info = ctx.partition_leadership_info(tp)
+            info = leadership.get(tp)
             if info is None:
-                state = _P.NEW
+                state = new
             elif ctx.is_replica_online(info.leader_and_isr.leader, tp):
-                state = _P.ONLINE
+                state = online
             else:
-                state = _P.OFFLINE
-            ctx.put_partition_state(tp, state)
+                state = offline
+            states[tp] = state
             counts[state] += 1
+        ctx.put_partition_states(states)
         self._log.record("states_initialized", machine="partition", counts={str(s): n for s, n in counts.items()})
         return self.trigger_online_partition_state_change()
 
@@ -185,6 +193,13 @@ class PartitionStateMachine:
         valid, invalid = ctx.check_valid_partition_state_change(partitions, target)
         if invalid:
             self._log_invalid(invalid, target)
+        if target is _P.OFFLINE:
+            # The record keeps the leader the partition loses (the broker whose loss caused it).
+            leadership = ctx.partitions_leadership_info
+            for tp in valid:
+                info = leadership.get(tp)
+                self._put(tp, target, before=None if info is None else info.leader_and_isr)
+            return {}
         if target is not _P.ONLINE:
             for tp in valid:
                 self._put(tp, target)
@@ -207,11 +222,17 @@ class PartitionStateMachine:
                 ctx.put_partition_state(tp, _P.ONLINE)
         return results
 
-    def _put(self, tp: TopicPartition, state: PartitionState, leader_and_isr: LeaderAndIsr | None = None) -> None:
+    def _put(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        leader_and_isr: LeaderAndIsr | None = None,
+        before: LeaderAndIsr | None = None,
+    ) -> None:
         current = self._ctx.partition_state(tp)
         self._ctx.put_partition_state(tp, state)
         if current is not state:  # Offline -> Offline changes nothing worth a record
-            self._log.partition_transition(tp, current, state, leader_and_isr)
+            self._log.partition_transition(tp, current, state, leader_and_isr, before=before)
 
     # -- New -> Online (§4.3) ----------------------------------------------------------------------
 
@@ -270,8 +291,10 @@ class PartitionStateMachine:
         """Elect until every partition has finished; version conflicts are retried without limit."""
         results: ElectionResults = {}
         remaining: Sequence[TopicPartition] = partitions
+        from_cache = self.decide_from_cache  # conflicts always re-read (controller_core.cached_states)
         while remaining:
-            finished, remaining = self._do_elect_leader_for_partitions(remaining, strategy)
+            finished, remaining = self._do_elect_leader_for_partitions(remaining, strategy, from_cache)
+            from_cache = False
             for tp, outcome in finished.items():
                 if isinstance(outcome, Exception):
                     self._log.failed_partition_change(
@@ -280,48 +303,56 @@ class PartitionStateMachine:
             results.update(finished)
             if remaining:
                 logger.info(
-                    "retrying %s leader election for %d partitions after version conflicts",
+                    "retrying %s leader election for %d partitions on fresh reads (conflicts or cache to confirm)",
                     strategy.name,
                     len(remaining),
                 )
         return results
 
     def _do_elect_leader_for_partitions(
-        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy
+        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy, from_cache: bool = False
     ) -> tuple[ElectionResults, list[TopicPartition]]:
         ctx = self._ctx
         failed: ElectionResults = {}
         try:
-            reads = self._store.get_partition_states(partitions)
+            reads = current_partition_states(ctx, self._store, partitions, from_cache)
         except ControllerMovedError:
             raise
         except Exception as e:
             return dict.fromkeys(partitions, e), []
 
         candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
         for tp in partitions:
             read = reads.get(tp)
-            if read is None or read.code == ZkCode.NO_NODE or (read.code == ZkCode.OK and read.state is None):
+            state = None if read is None else read.state
+            if state is not None and read is not None and read.code is ok:
+                if state.controller_epoch > epoch:
+                    failed[tp] = StateChangeFailedError(
+                        f"Aborted leader election for partition {tp} since the LeaderAndIsr path was already "
+                        f"written by another controller (epoch {state.controller_epoch} > {epoch}). "
+                        "This controller probably went through a soft failure."
+                    )
+                else:
+                    candidates.append((tp, state.leader_and_isr))
+            elif read is None or read.code is no_node or read.code is ok:
                 failed[tp] = StateChangeFailedError(
                     f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
                 )
-            elif read.code != ZkCode.OK or read.state is None:
-                failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
-            elif read.state.controller_epoch > ctx.epoch:
-                failed[tp] = StateChangeFailedError(
-                    f"Aborted leader election for partition {tp} since the LeaderAndIsr path was already "
-                    f"written by another controller (epoch {read.state.controller_epoch} > {ctx.epoch}). "
-                    "This controller probably went through a soft failure."
-                )
             else:
-                candidates.append((tp, read.state.leader_and_isr))
+                failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
         if not candidates:
             return failed, []
 
         outcomes = self._run_strategy(candidates, strategy)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        # A cached state that allows no election is confirmed on ZooKeeper before the partition
+        # fails: no write means no conflict would have caught a stale cache.
+        unconfirmed: list[TopicPartition] = []
         for tp, outcome in outcomes.items():
-            if outcome.leader_and_isr is None:
+            if outcome.leader_and_isr is None and from_cache:
+                unconfirmed.append(tp)
+            elif outcome.leader_and_isr is None:
                 failed[tp] = StateChangeFailedError(
                     f"Failed to elect leader for partition {tp} under strategy {strategy}"
                 )
@@ -330,7 +361,7 @@ class PartitionStateMachine:
                 if outcome.unclean:
                     self.unclean_leader_elections += 1
         if not to_write:
-            return failed, []
+            return failed, unconfirmed
 
         written = self._store.update_leader_and_isr(to_write, ctx.epoch, ctx.epoch_zk_version)
         results: ElectionResults = {}
@@ -356,7 +387,7 @@ class PartitionStateMachine:
             )
             results[tp] = result
         results.update(failed)
-        return results, list(written.needs_retry)
+        return results, [*written.needs_retry, *unconfirmed]
 
     def _run_strategy(
         self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy

@@ -41,6 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
+import orjson
+
 from controller_core.model import TopicPartition
 from controller_core.requests import (
     ControlRequest,
@@ -73,6 +75,7 @@ HEALTH_PATH: Final = "/healthz"
 # Controller endpoint (served by the active controller at the URL it writes into /controller).
 ALTER_ISR_PATH: Final = "/v1/alter_isr"
 CONTROLLED_SHUTDOWN_PATH: Final = "/v1/controlled_shutdown"
+ALTER_PARTITION_REASSIGNMENTS_PATH: Final = "/v1/alter_partition_reassignments"
 
 #: Path of each control request, by its ``kind``.
 CONTROL_REQUEST_PATHS: Final[Mapping[str, str]] = {
@@ -135,8 +138,13 @@ def gc_paused() -> Iterator[None]:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON bytes (the only encoding used on the wire)."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    """Compact JSON bytes (the only encoding used on the wire).
+
+    orjson writes the same compact JSON as ``json.dumps(separators=(",", ":"))`` (UTF-8 instead of
+    ``\\u`` escapes, both valid JSON) several times faster, and serializes the request dataclasses
+    directly (fields in order, tuples as arrays), which is what ``to_dict`` produces.
+    """
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def loads_object(body: bytes, what: str) -> dict[str, Any]:
@@ -144,9 +152,9 @@ def loads_object(body: bytes, what: str) -> dict[str, Any]:
     try:
         if len(body) > _LARGE_BODY_BYTES:
             with gc_paused():
-                value = json.loads(body)
+                value = orjson.loads(body)
         else:
-            value = json.loads(body)
+            value = orjson.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{what}: body is not JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -214,7 +222,8 @@ class _SharedListCache:
                 self._entries.move_to_end(id(items))
                 return entry[1]
             with gc_paused():
-                encoded = dumps([item.to_dict() for item in items])
+                # The dataclasses themselves: orjson writes exactly what their to_dict() holds.
+                encoded = dumps(items)
             self._entries[id(items)] = (items, encoded)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
@@ -242,8 +251,10 @@ def encode_control_request(request: ControlRequest) -> bytes:
         # The key is written by to_dict() exactly once, before any value that could contain it.
         return head.replace(_EMPTY_STATES, b'"partition_states":' + states, 1)
     if isinstance(request, LeaderAndIsrRequest) and len(request.partition_states) > 1000:
+        head = dumps(replace(request, partition_states=[]).to_dict())
         with gc_paused():
-            return dumps(request.to_dict())
+            states = dumps(request.partition_states)
+        return head.replace(_EMPTY_STATES, b'"partition_states":' + states, 1)
     return dumps(request.to_dict())
 
 
@@ -270,7 +281,7 @@ def encode_control_response(response: ControlResponse) -> bytes:
     """The JSON body of a control response (``response.to_dict()``)."""
     if isinstance(response, LeaderAndIsrResponse | StopReplicaResponse) and len(response.partition_errors) > 1000:
         with gc_paused():
-            return dumps(response.to_dict())
+            return dumps(response.to_dict())  # PartitionError.to_dict == its fields; ErrorCode is an int
     return dumps(response.to_dict())
 
 
@@ -707,6 +718,84 @@ class ControlledShutdownResponse:
             tuple(
                 TopicPartition(_str(p, "topic", what), _int(p, "partition", what))
                 for p in _objects(d, "remaining_partitions", what)
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsRequest:
+    """KIP-455 AlterPartitionReassignments: per partition a target replica list, or None to cancel.
+
+    Cancelling reverts a partition to its original replicas and stops its adding replicas; it is
+    what ``/admin/reassign_partitions`` cannot express (reference §9.3, "API").
+    """
+
+    partitions: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": None if r is None else list(r)}
+                for tp, r in self.partitions
+            ]
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AlterPartitionReassignmentsRequest:
+        what = "AlterPartitionReassignments request"
+        out: list[tuple[TopicPartition, tuple[int, ...] | None]] = []
+        for p in _objects(d, "partitions", what):
+            tp = TopicPartition(_str(p, "topic", what), _int(p, "partition", what))
+            if "replicas" not in p:
+                raise ValueError(f"{what}: {tp} needs 'replicas' (a list, or null to cancel)")
+            out.append((tp, None if p["replicas"] is None else _int_list(p, "replicas", what)))
+        if not out:
+            raise ValueError(f"{what}: no partitions")
+        return cls(tuple(out))
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentPartitionResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsResponse:
+    """Top-level ``error_code`` (NOT_CONTROLLER on a standby) and one result per partition."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[ReassignmentPartitionResult, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "error_code": int(self.error_code),
+            "partitions": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "error_code": int(r.error_code),
+                    "error_message": r.error_message,
+                }
+                for r in self.partitions
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AlterPartitionReassignmentsResponse:
+        what = "AlterPartitionReassignments response"
+        return cls(
+            _error_code(d, what),
+            tuple(
+                ReassignmentPartitionResult(
+                    _str(p, "topic", what),
+                    _int(p, "partition", what),
+                    _error_code(p, what),
+                    str(p.get("error_message") or ""),
+                )
+                for p in _objects(d, "partitions", what)
             ),
         )
 

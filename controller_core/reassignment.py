@@ -14,18 +14,27 @@ fails over in the middle resumes from it (§7.5 step 11). The steps:
 
 Operators start moves by writing ``/admin/reassign_partitions`` in Kafka's format (the dashboard
 does exactly what ``kafka-reassign-partitions`` does), which also works against a Kafka cluster.
+
+Cancelling cannot be expressed in that znode: as in Kafka it goes through AlterPartitionReassignments
+(``on_api_reassignment``, reached through the controller's HTTP API), where a target of None means
+"revert to the original replicas": RS := ORS, the adding replicas are stopped and deleted, and
+``adding_replicas``/``removing_replicas`` are cleared in the topic znode. A partition that is not
+being reassigned answers NO_REASSIGNMENT_IN_PROGRESS. The API's targets are validated (§9.3); the
+partitions it accepts are first dropped from ``/admin/reassign_partitions`` (the latest request wins).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from controller_core.election import ReassignStrategy
 from controller_core.errors import ControllerMovedError, IllegalStateError
-from controller_core.events import ZkPartitionReassignment
+from controller_core.events import ApiPartitionReassignment, ZkPartitionReassignment
 from controller_core.model import PartitionAndReplica, ReplicaAssignment, TopicPartition
 from controller_core.ports import ZkCode
+from controller_core.requests import ErrorCode
 from controller_core.states import PartitionState, ReplicaState
 
 if TYPE_CHECKING:
@@ -77,6 +86,90 @@ class ReassignmentManager:
             c.scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
             self._remove_from_zk_request(set(rejected), only_if_target=None)
         return handled
+
+    def on_api_event(self, event: ApiPartitionReassignment) -> None:
+        """Handle the API event and always answer its caller (NOT_CONTROLLER when not active, or
+        when the controller moves mid-way)."""
+        if not self._c.is_active:
+            event.callback(int(ErrorCode.NOT_CONTROLLER), {})
+            return
+        try:
+            results = self.on_api_reassignment(event.reassignments)
+        except ControllerMovedError:
+            event.callback(int(ErrorCode.NOT_CONTROLLER), {})
+            raise
+        except BaseException:
+            event.callback(int(ErrorCode.UNKNOWN_SERVER_ERROR), {})
+            raise
+        event.callback(int(ErrorCode.NONE), results)
+
+    def on_api_reassignment(
+        self, reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """AlterPartitionReassignments (§9.3, API path): validate, drop from the ZooKeeper request,
+        then start, retarget or cancel (None). Returns ``{partition: (error code, message)}``."""
+        ctx = self._c.ctx
+        results: dict[TopicPartition, tuple[int, str]] = {}
+        accepted: dict[TopicPartition, tuple[ReplicaAssignment, bool]] = {}
+        live = ctx.live_broker_ids
+        for tp, target in sorted(reassignments.items()):
+            current = ctx.partition_full_replica_assignment(tp)
+            if ctx.is_topic_queued_up_for_deletion(tp.topic) or not current.replicas:
+                results[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"unknown partition {tp}")
+                continue
+            if target is None:
+                if not current.is_being_reassigned:
+                    results[tp] = (int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), f"no reassignment of {tp} in progress")
+                    continue
+                accepted[tp] = (current.reassign_to(current.origin_replicas), True)
+                continue
+            problem = _invalid_target(target)
+            if problem is None:
+                wanted = current.reassign_to(target)
+                dead = sorted(r for r in wanted.adding_replicas if r not in live)
+                if dead:
+                    problem = f"replica assignment has brokers that are not alive: {dead}"
+                else:
+                    accepted[tp] = (wanted, False)
+                    continue
+            results[tp] = (int(ErrorCode.INVALID_REPLICA_ASSIGNMENT), problem)
+        if accepted:
+            self._remove_from_zk_request(set(accepted), only_if_target=None)
+        for tp, (wanted, cancel) in accepted.items():
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                results[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"topic {tp.topic} is being deleted")
+                continue
+            try:
+                if cancel:
+                    self._cancel(tp, wanted)
+                else:
+                    self.on_partition_reassignment(tp, wanted)
+            except ControllerMovedError:
+                raise
+            except Exception as exc:  # one partition's failure must not hide the others' results
+                logger.exception("reassignment of %s failed", tp)
+                results[tp] = (int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(exc).__name__}: {exc}")
+                continue
+            results[tp] = (int(ErrorCode.NONE), "")
+        return results
+
+    def _cancel(self, tp: TopicPartition, revert: ReplicaAssignment) -> None:
+        """KIP-455 cancel: RS := ORS (U1 rewrites the topic znode without AR/RR, U3 stops the adding
+        replicas), then the completion path settles leadership and UpdateMetadata."""
+        ctx = self._c.ctx
+        current = ctx.partition_full_replica_assignment(tp)
+        # Leaving the set first makes the completion path record "cancelled" (below), not "completed".
+        ctx.partitions_being_reassigned.discard(tp)
+        self._c.scl.record(
+            "reassignment",
+            phase="cancelled",
+            entity=str(tp),
+            topic=tp.topic,
+            partition=tp.partition,
+            origin_replicas=list(current.origin_replicas),
+            target_replicas=list(current.target_replicas),
+        )
+        self.on_partition_reassignment(tp, revert)
 
     def maybe_complete(self, tp: TopicPartition) -> None:
         ctx = self._c.ctx
@@ -211,3 +304,14 @@ class ReassignmentManager:
         else:
             c.store.delete_partition_reassignment(c.ctx.epoch_zk_version)
             c.events.put(ZkPartitionReassignment())
+
+
+def _invalid_target(target: tuple[int, ...]) -> str | None:
+    """The API path's replica validation (§9.3); None when the target may be used."""
+    if not target:
+        return "empty replica list specified in partition reassignment"
+    if len(set(target)) != len(target):
+        return f"duplicate replica ids in partition reassignment replica list: {list(target)}"
+    if any(r < 0 for r in target):
+        return f"invalid broker id in replica list: {list(target)}"
+    return None

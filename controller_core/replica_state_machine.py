@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
+from controller_core.cached_states import current_partition_states
 from controller_core.context import ControllerContext
 from controller_core.errors import ControllerMovedError, StateChangeFailedError
 from controller_core.model import (
@@ -53,11 +54,15 @@ class ReplicaStateMachine:
         store: PartitionStateStore,
         batch: ControllerBrokerRequestBatch,
         state_change_logger: StateChangeLogger,
+        *,
+        decide_from_cache: bool = True,
     ) -> None:
         self._ctx = context
         self._store = store
         self._batch = batch
         self._log = state_change_logger
+        self.decide_from_cache = decide_from_cache
+        """First ISR-removal round on cached states (controller_core.cached_states); False: Kafka's read-first."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -66,29 +71,47 @@ class ReplicaStateMachine:
 
         1. Online replicas -> OnlineReplica; replicas on dead brokers -> ReplicaDeletionIneligible,
            which lets topic deletion treat them as failed and lets them later go Offline/Online.
-        2. Online replicas -> OnlineReplica again (LeaderAndIsr to each, for partitions with a leader).
+        2. Online replicas -> OnlineReplica again (LeaderAndIsr to each, for partitions with a leader),
+           done in the same pass, one request entry per partition.
         3. Offline replicas -> OfflineReplica (ISR shrink in ZooKeeper, LeaderAndIsr to the others).
         """
         ctx = self._ctx
-        online: list[PartitionAndReplica] = []
+        online_count = 0
         offline: list[PartitionAndReplica] = []
-        for tp, assignment in ctx.iter_assignments():
-            online_set = ctx.online_replica_set(tp)
-            for replica_id in assignment.replicas:
-                replica = PartitionAndReplica(tp, replica_id)
-                if replica_id in online_set:
-                    ctx.put_replica_state(replica, _R.ONLINE)
-                    online.append(replica)
-                else:
-                    ctx.put_replica_state(replica, _R.DELETION_INELIGIBLE)
-                    offline.append(replica)
+        leadership = ctx.partitions_leadership_info
+        batch = self._batch
+        online_state, ineligible = _R.ONLINE, _R.DELETION_INELIGIBLE
+        try:
+            batch.new_batch()
+            for tp, assignment in ctx.iter_assignments():
+                online_set = ctx.online_replica_set(tp)
+                states: dict[int, ReplicaState] = {}
+                online_here: list[int] = []
+                for replica_id in assignment.replicas:
+                    if replica_id in online_set:
+                        states[replica_id] = online_state
+                        online_here.append(replica_id)
+                    else:
+                        states[replica_id] = ineligible
+                        offline.append(PartitionAndReplica(tp, replica_id))
+                ctx.set_replica_states_of(tp, states)
+                online_count += len(online_here)
+                # Step 2 in bulk: Online -> Online is always valid, changes no state and sends each
+                # online replica a LeaderAndIsr. One add per partition instead of one per replica.
+                info = leadership.get(tp)
+                if online_here and info is not None:
+                    batch.add_leader_and_isr_request_for_brokers(online_here, tp, info, assignment, is_new=False)
+            batch.send_requests_to_brokers(ctx.epoch)
+        except ControllerMovedError:
+            raise
+        except Exception:
+            logger.exception("error while bringing %d online replicas online at startup", online_count)
         # Initializations, not transitions: one summary instead of a record per replica.
         self._log.record(
             "states_initialized",
             machine="replica",
-            counts={str(_R.ONLINE): len(online), str(_R.DELETION_INELIGIBLE): len(offline)},
+            counts={str(_R.ONLINE): online_count, str(_R.DELETION_INELIGIBLE): len(offline)},
         )
-        self.handle_state_changes(online, _R.ONLINE)
         self.handle_state_changes(offline, _R.OFFLINE)
 
     def shutdown(self) -> None:
@@ -124,9 +147,7 @@ class ReplicaStateMachine:
         self, broker_id: int, replicas: Sequence[PartitionAndReplica], target: ReplicaState
     ) -> None:
         ctx = self._ctx
-        for replica in replicas:
-            ctx.put_replica_state_if_not_exists(replica, _R.NON_EXISTENT)
-        valid, invalid = ctx.check_valid_replica_state_change(replicas, target)
+        valid, invalid = ctx.check_valid_replica_state_change(replicas, target, default=_R.NON_EXISTENT)
         if invalid:
             self._log_invalid(invalid, target)
         if not valid:
@@ -211,24 +232,26 @@ class ReplicaStateMachine:
     def _to_offline(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
         batch = self._batch
+        leadership = ctx.partitions_leadership_info
         with_leadership: list[TopicPartition] = []
         without_leadership: list[PartitionAndReplica] = []
         for replica in replicas:
             tp = replica.topic_partition
-            batch.add_stop_replica_request_for_brokers((broker_id,), tp, delete_partition=False)
-            if ctx.partition_leadership_info(tp) is None:
-                without_leadership.append(replica)
-            else:
+            if tp in leadership:
                 with_leadership.append(tp)
+            else:
+                without_leadership.append(replica)
+        batch.add_stop_replica_requests_for_broker(broker_id, [r.topic_partition for r in replicas], False)
 
         updated = self._remove_replicas_from_isr(broker_id, with_leadership)
+        deleting = ctx.topics_to_be_deleted
+        assignment_of = ctx.partition_full_replica_assignment
         for tp, info in updated.items():
-            if not ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if tp.topic not in deleting:
                 # Every other assigned replica learns the new ISR (not only the leader, §15.16).
-                recipients = [r for r in ctx.partition_replica_assignment(tp) if r != broker_id]
-                batch.add_leader_and_isr_request_for_brokers(
-                    recipients, tp, info, ctx.partition_full_replica_assignment(tp), is_new=False
-                )
+                assignment = assignment_of(tp)
+                recipients = [r for r in assignment.replicas if r != broker_id]
+                batch.add_leader_and_isr_request_for_brokers(recipients, tp, info, assignment, is_new=False)
             self._put(PartitionAndReplica(tp, broker_id), _R.OFFLINE)
 
         if without_leadership:
@@ -249,8 +272,10 @@ class ReplicaStateMachine:
         """
         results: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         remaining = list(partitions)
+        from_cache = self.decide_from_cache  # conflicts always re-read (controller_core.cached_states)
         while remaining:
-            finished, remaining = self._do_remove_replicas_from_isr(broker_id, remaining)
+            finished, remaining = self._do_remove_replicas_from_isr(broker_id, remaining, from_cache)
+            from_cache = False
             for tp, outcome in finished.items():
                 if isinstance(outcome, Exception):
                     replica = PartitionAndReplica(tp, broker_id)
@@ -259,19 +284,19 @@ class ReplicaStateMachine:
                     results[tp] = outcome
             if remaining:
                 logger.info(
-                    "retrying removal of replica %s from the ISR of %d partitions after version conflicts",
-                    broker_id,
+                    "re-reading %d partitions to take replica %s out of their ISR (conflicts or cache to confirm)",
                     len(remaining),
+                    broker_id,
                 )
         return results
 
     def _do_remove_replicas_from_isr(
-        self, broker_id: int, partitions: Sequence[TopicPartition]
+        self, broker_id: int, partitions: Sequence[TopicPartition], from_cache: bool = False
     ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch | Exception], list[TopicPartition]]:
         ctx = self._ctx
         finished: dict[TopicPartition, LeaderIsrAndControllerEpoch | Exception] = {}
         try:
-            reads = self._store.get_partition_states(partitions)
+            reads = current_partition_states(ctx, self._store, partitions, from_cache)
         except ControllerMovedError:
             raise
         except Exception as e:
@@ -279,9 +304,12 @@ class ReplicaStateMachine:
 
         current: dict[TopicPartition, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
+        unconfirmed: list[TopicPartition] = []
+        ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
         for tp in partitions:
             read = reads.get(tp)
-            if read is None or read.code == ZkCode.NO_NODE or (read.code == ZkCode.OK and read.state is None):
+            state = None if read is None else read.state
+            if read is None or read.code is no_node or (read.code is ok and state is None):
                 # Nothing in ZooKeeper: expected for a topic being deleted, an error otherwise.
                 if not ctx.is_topic_queued_up_for_deletion(tp.topic):
                     finished[tp] = StateChangeFailedError(
@@ -289,30 +317,34 @@ class ReplicaStateMachine:
                         "and isr path in zookeeper is empty"
                     )
                 continue
-            if read.code != ZkCode.OK or read.state is None:
+            if read.code is not ok or state is None:
                 finished[tp] = StateChangeFailedError(f"reading the state of {tp} failed with {read.code}")
                 continue
-            if read.state.controller_epoch > ctx.epoch:
+            if state.controller_epoch > epoch:
                 finished[tp] = StateChangeFailedError(
                     f"Leader and isr path of {tp} written by another controller (epoch "
-                    f"{read.state.controller_epoch} > {ctx.epoch}); this controller may have gone through "
+                    f"{state.controller_epoch} > {epoch}); this controller may have gone through "
                     "a soft failure. Aborting state change."
                 )
                 continue
-            leader_and_isr = read.state.leader_and_isr
+            leader_and_isr = state.leader_and_isr
             if broker_id not in leader_and_isr.isr:
-                current[tp] = leader_and_isr
+                if from_cache:
+                    # Nothing to write, so no conflict would catch a stale cache: confirm on ZooKeeper.
+                    unconfirmed.append(tp)
+                else:
+                    current[tp] = leader_and_isr
                 continue
             new_leader = NO_LEADER if leader_and_isr.leader == broker_id else leader_and_isr.leader
             # Never write an empty ISR: the last member stays, even when it is offline (§15.2).
             isr = leader_and_isr.isr
-            new_isr = isr if len(isr) == 1 else tuple(r for r in isr if r != broker_id)
+            new_isr = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
             adjusted[tp] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
 
-        retry: list[TopicPartition] = []
+        retry: list[TopicPartition] = unconfirmed
         if adjusted:
             result = self._store.update_leader_and_isr(adjusted, ctx.epoch, ctx.epoch_zk_version)
-            retry = result.needs_retry
+            retry.extend(result.needs_retry)
             for tp, outcome in result.finished.items():
                 if isinstance(outcome, Exception):
                     finished[tp] = outcome

@@ -215,6 +215,31 @@ class ControllerBrokerRequestBatch:
             delete = delete_partition or (previous is not None and previous.delete_partition)
             per_broker[tp] = StopReplicaPartitionState(tp.topic, tp.partition, leader_epoch, delete)
 
+    def add_stop_replica_requests_for_broker(
+        self, broker_id: int, partitions: Iterable[TopicPartition], delete_partition: bool
+    ) -> None:
+        """``add_stop_replica_request_for_brokers((broker_id,), tp, ...)`` for many partitions in one pass
+        (a controlled shutdown or a broker failure stops tens of thousands of replicas of one broker)."""
+        if broker_id < 0:
+            return
+        ctx = self._ctx
+        deleting = ctx.topics_to_be_deleted
+        leadership = ctx.partitions_leadership_info
+        per_broker = self._stop_replica.get(broker_id)
+        if per_broker is None:
+            per_broker = self._stop_replica[broker_id] = {}
+        for tp in partitions:
+            if tp.topic in deleting:
+                leader_epoch = EPOCH_DURING_DELETE
+            else:
+                info = leadership.get(tp)
+                leader_epoch = NO_EPOCH if info is None else info.leader_and_isr.leader_epoch
+            delete = delete_partition
+            if not delete:
+                previous = per_broker.get(tp)
+                delete = previous is not None and previous.delete_partition
+            per_broker[tp] = StopReplicaPartitionState(tp.topic, tp.partition, leader_epoch, delete)
+
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:
@@ -305,18 +330,35 @@ class ControllerBrokerRequestBatch:
     def _update_metadata_states(self) -> list[UpdateMetadataPartitionState]:
         ctx = self._ctx
         states: list[UpdateMetadataPartitionState] = []
+        append = states.append
         skipped = 0
+        # Runs for every partition after a failover (100,000+): lookups bound once, and the
+        # usual "every replica online" answered by one C-level subset test.
+        leadership = ctx.partitions_leadership_info
+        assignment_of = ctx.partition_full_replica_assignment
+        deleting = ctx.topics_to_be_deleted
+        live = ctx.live_broker_ids
+        per_partition_online = ctx.has_replicas_on_offline_dirs
+        # Offline replicas depend only on the replica list while no log dir failed, and a cluster
+        # has few distinct replica lists: compute each once.
+        offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
         for tp in self._update_metadata_partitions:
-            info = ctx.partition_leadership_info(tp)
+            info = leadership.get(tp)
             if info is None:
                 skipped += 1
                 continue
             leader_and_isr = info.leader_and_isr
-            replicas = ctx.partition_replica_assignment(tp)
-            online = ctx.online_replica_set(tp)
+            replicas = assignment_of(tp).replicas
             # Shutting-down brokers count as offline here: clients must stop using them.
-            offline = tuple(r for r in replicas if r not in online)
-            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if per_partition_online:
+                online = ctx.online_replica_set(tp)
+                offline = tuple([r for r in replicas if r not in online])
+            else:
+                cached = offline_of.get(replicas)
+                if cached is None:
+                    cached = offline_of[replicas] = tuple([r for r in replicas if r not in live])
+                offline = cached
+            if tp.topic in deleting:
                 # Leader -2 tells brokers to drop the topic from the metadata they serve.
                 leader, leader_epoch, zk_version = (
                     LEADER_DURING_DELETE,
@@ -329,7 +371,7 @@ class ControllerBrokerRequestBatch:
                     leader_and_isr.leader_epoch,
                     leader_and_isr.zk_version,
                 )
-            states.append(
+            append(
                 UpdateMetadataPartitionState(
                     tp.topic,
                     tp.partition,

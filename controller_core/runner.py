@@ -21,9 +21,13 @@ from controller_core.controller import Controller
 from controller_core.controller_api import ControllerApiServer
 from controller_core.ports import StateChangeSink
 from controller_core.state_change_log import FanoutSink, JsonLinesDailySink
+from controller_core.zk.client import ZkSecurity, new_client, world_writable_warning
 from controller_core.zk.store import ZkStore
 
 logger = logging.getLogger(__name__)
+
+UNBATCHED_IN_FLIGHT = 1000
+"""Writes in flight when batching is off: Kafka 1.1's pipelined one-znode-per-request writes."""
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
@@ -35,25 +39,34 @@ def split_chroot(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
-def ensure_chroot(connect: str, timeout: float = 15.0) -> None:
+def ensure_chroot(connect: str, timeout: float = 15.0, security: ZkSecurity | None = None) -> None:
     """Create the connect string's chroot if missing, as Kafka brokers do on first start."""
     hosts, chroot = split_chroot(connect)
     if not chroot:
         return
-    client = KazooClient(hosts=hosts, timeout=timeout)
+    sec = security if security is not None else ZkSecurity.from_env()
+    client = new_client(hosts, timeout=timeout, security=sec)
     client.start(timeout=timeout)
     try:
         client.ensure_path(chroot)
+        warning = world_writable_warning(client, chroot, sec)
+        if warning:
+            logger.warning("%s", warning)
     finally:
         client.stop()
         client.close()
 
 
-def new_kazoo_client(connect: str, session_timeout_s: float) -> KazooClient:
-    """A client that keeps reconnecting forever (a new session after expiry), as Kafka's does."""
-    return KazooClient(
-        hosts=connect,
+def new_kazoo_client(connect: str, session_timeout_s: float, security: ZkSecurity | None = None) -> KazooClient:
+    """A client that keeps reconnecting forever (a new session after expiry), as Kafka's does.
+
+    Authenticated, and creating znodes with ACLs, per ``ZOOKEEPER_AUTH``/``ZOOKEEPER_ACL`` when
+    ``security`` is not given (``controller_core.zk.client``).
+    """
+    return new_client(
+        connect,
         timeout=session_timeout_s,
+        security=security,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=0.5),
     )
@@ -97,7 +110,12 @@ class ControllerRunner:
         self.client = new_kazoo_client(cfg.zookeeper_connect, cfg.zookeeper_session_timeout_s)
         started = time.monotonic()
         self.client.start(timeout=connect_timeout)
-        store = ZkStore(self.client)
+        # Unbatched (benchmark baseline only): one fenced write per znode, pipelined like Kafka 1.1.
+        store = (
+            ZkStore(self.client)
+            if cfg.batched_writes
+            else ZkStore(self.client, max_ops_per_multi=1, max_in_flight=UNBATCHED_IN_FLIGHT)
+        )
         controller = Controller(
             cfg,
             self.client,

@@ -30,7 +30,6 @@ when its logger is enabled.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -40,6 +39,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+import orjson
 
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.ports import StateChangeSink
@@ -186,10 +187,13 @@ class StateChangeLogger:
         from_state: str | None,
         to_state: str,
         leader_and_isr: LeaderAndIsr | None = None,
+        *,
+        before: LeaderAndIsr | None = None,
     ) -> Record:
-        """A partition changed state (``leader_and_isr``: its state after, when it has one)."""
+        """A partition changed state (``leader_and_isr``: its state after, when it has one; ``before``:
+        the state it leaves, given for transitions to Offline so the lost leader is on record)."""
         return self._partition_record(
-            "partition_transition", tp, from_state=from_state, to_state=to_state, after=leader_and_isr
+            "partition_transition", tp, from_state=from_state, to_state=to_state, before=before, after=leader_and_isr
         )
 
     def replica_transition(self, replica: PartitionAndReplica, from_state: str | None, to_state: str) -> Record:
@@ -360,6 +364,11 @@ class LoggingSink:
         return None
 
 
+def _encode_line(record: Mapping[str, Any]) -> str:
+    """One record as compact JSON (enums by value, anything else unknown by ``str``)."""
+    return orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 class JsonLinesDailySink:
     """Append records to ``<dir>/state-change-YYYY-MM-DD.jsonl``, one JSON object per line.
 
@@ -390,7 +399,7 @@ class JsonLinesDailySink:
         self._clock = clock
         self._buffer: list[Mapping[str, Any]] = []
         self._lock = threading.Lock()
-        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+        self._encode = _encode_line
         self._file: IO[str] | None = None
         self._day_start = 0.0
         self._day_end = 0.0

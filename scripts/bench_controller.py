@@ -2,7 +2,7 @@
 """Benchmark the controller against a private ZooKeeper: failover, broker failure, controlled
 shutdown, preferred election, and ZooKeeper's own floor for the same reads and writes.
 
-``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--json]``
+``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--unbatched-runs U] [--json]``
 
 Set-up (once): a private ZooKeeper (``scripts.devservices.temporary_services``), N partitions in
 Kafka's layout (topics of 50 partitions, RF 3, replicas spread over brokers 1..B, leader = preferred
@@ -26,6 +26,11 @@ Each run (the figures are the median of ``--runs``):
 * ``preferred_election_s``: both brokers are restarted (leaders stay away from them), then
   ``/admin/preferred_replica_election`` is written for all N partitions; the clock stops at its
   deletion (seen by a watch).
+
+Then the same scenarios ``--unbatched-runs`` times (default: ``--runs``) with both controllers
+restarted with ``batched_writes=False`` (one fenced ``[check, setData]`` multi per partition,
+1,000 in flight, as Kafka 1.1 writes; reads stay multi-reads): ``unbatched_failover_s``,
+``unbatched_broker_failure_s``, ``unbatched_controlled_shutdown_s``, ``unbatched_preferred_election_s``.
 
 After the runs, with the controllers stopped: ``zk_floor_read_s`` (N state reads, batched multi-read)
 and ``zk_floor_write_s`` (N/B conditional, fenced writes, batched multis) straight through ``ZkStore``;
@@ -132,13 +137,16 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
 
 # -- the orchestrator -----------------------------------------------------------------------------
 class ControllerProc:
-    def __init__(self, controller_id: int, connect: str) -> None:
+    def __init__(self, controller_id: int, connect: str, batched: bool = True) -> None:
         self.id = controller_id
         self.failovers: list[dict[str, Any]] = []
         self.url: str | None = None
         self.ready = threading.Event()
         self.proc = subprocess.Popen(
-            [PY, str(Path(__file__).resolve()), "--serve-controller", str(controller_id), "--zookeeper", connect],
+            [
+                *(PY, str(Path(__file__).resolve()), "--serve-controller", str(controller_id), "--zookeeper", connect),
+                *(() if batched else ("--unbatched",)),
+            ],
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO_ROOT,
@@ -214,6 +222,8 @@ class Bench:
         self.agents: dict[int, subprocess.Popen[bytes]] = {}
         self.controllers: dict[int, ControllerProc] = {}
         self.rss: list[float] = []
+        self.batched = True  # how (re)started controllers write: see the "unbatched" phase of run()
+        self.failover_phases: list[dict[str, float]] = []
         self.partitions: list[TopicPartition] = []
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
@@ -259,7 +269,7 @@ class Bench:
         proc.wait()
 
     def start_controller(self, controller_id: int) -> ControllerProc:
-        c = ControllerProc(controller_id, self.connect)
+        c = ControllerProc(controller_id, self.connect, self.batched)
         self.controllers[controller_id] = c
         if not c.ready.wait(60):
             raise TimeoutError(f"controller {controller_id} did not start")
@@ -303,6 +313,10 @@ class Bench:
             f"  failover: {seconds:.3f} s (election {record['elected_at_ms'] / 1000 - start:.3f} s, "
             f"failover record {record['duration_ms'] / 1000:.3f} s, {record['partitions']} partitions)"
         )
+        phases = record.get("phases_ms") or {}
+        if phases:
+            log("    phases: " + ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in phases.items()))
+        self.failover_phases.append(phases)
         self.start_controller(old.id)
         self.idle(other)
         return seconds
@@ -436,7 +450,27 @@ class Bench:
         self.client.close()
 
 
-def run(n: int, brokers: int, runs: int) -> dict[str, Any]:
+def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: dict[str, int], prefix: str) -> None:
+    """One round: failover, broker failure, controlled shutdown, restart, preferred election."""
+    samples.setdefault(prefix + "failover_s", []).append(bench.failover())
+    victim = 1 + (2 * r) % bench.brokers
+    # not the broker that inherits the victim's leaders: it leads ~N/B partitions
+    shut = 1 + (victim - 1 + max(2, bench.brokers // 2 + 1)) % bench.brokers
+    s, led = bench.broker_failure(victim)
+    samples.setdefault(prefix + "broker_failure_s", []).append(s)
+    counts["broker_failure_leaders"] = led
+    bench.idle(bench.active())
+    s, led = bench.controlled_shutdown(shut)
+    samples.setdefault(prefix + "controlled_shutdown_s", []).append(s)
+    counts["controlled_shutdown_leaders"] = led
+    bench.restart_brokers([victim, shut])
+    s, moved = bench.preferred_election()
+    samples.setdefault(prefix + "preferred_election_s", []).append(s)
+    counts["preferred_election_moved"] = moved
+    bench.idle(bench.active())
+
+
+def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0) -> dict[str, Any]:
     wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-ctl-") as tmp, temporary_services(Path(tmp)) as services:
         root = services.zookeeper.connect_string
@@ -463,23 +497,19 @@ def run(n: int, brokers: int, runs: int) -> dict[str, Any]:
             counts: dict[str, int] = {}
             for r in range(runs):
                 log(f"run {r + 1}/{runs}")
-                samples.setdefault("failover_s", []).append(bench.failover())
-                victim = 1 + (2 * r) % brokers
-                # not the broker that inherits the victim's leaders: it leads ~N/B partitions
-                shut = 1 + (victim - 1 + max(2, brokers // 2 + 1)) % brokers
-                s, led = bench.broker_failure(victim)
-                samples.setdefault("broker_failure_s", []).append(s)
-                counts["broker_failure_leaders"] = led
-                bench.idle(bench.active())
-                s, led = bench.controlled_shutdown(shut)
-                samples.setdefault("controlled_shutdown_s", []).append(s)
-                counts["controlled_shutdown_leaders"] = led
-                bench.restart_brokers([victim, shut])
-                s, moved = bench.preferred_election()
-                samples.setdefault("preferred_election_s", []).append(s)
-                counts["preferred_election_moved"] = moved
-                bench.idle(bench.active())
+                _scenarios(bench, r, samples, counts, "")
             status = _http(bench.active().url or "", "GET", "/v1/status")
+            if unbatched_runs:
+                # The same scenarios with one fenced write per partition (Kafka 1.1): replace the
+                # standby by an unbatched one, fail over to it, and restart the old one unbatched too.
+                log("unbatched controllers: one fenced write per partition, pipelined (Kafka 1.1 style)")
+                bench.batched = False
+                standby = next(c for c in bench.controllers.values() if c is not bench.active())
+                bench.rss.append(standby.stop())
+                bench.start_controller(standby.id)
+                for r in range(unbatched_runs):
+                    log(f"unbatched run {r + 1}/{unbatched_runs}")
+                    _scenarios(bench, runs + r, samples, counts, "unbatched_")
             busy_ms = sum(v["total_ms"] for k, v in status["per_state_ms"].items() if k != "IDLE")
             events_per_s = status["events_processed"] / (busy_ms / 1000) if busy_ms else 0.0
             for c in list(bench.controllers.values()):
@@ -496,6 +526,7 @@ def run(n: int, brokers: int, runs: int) -> dict[str, Any]:
         report[key] = round(statistics.median(values), 3)
         report[key + "_runs"] = [round(x, 3) for x in values]
     report.update(counts)
+    report["failover_phases_ms"] = bench.failover_phases  # per failover, batched runs first
     report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
     report["events_processed"] = status["events_processed"]
     report["events_per_s_busy"] = round(events_per_s, 1)
@@ -513,6 +544,10 @@ KEYS = [
     "preferred_election_s",
     "zk_floor_read_s",
     "zk_floor_write_s",
+    "unbatched_failover_s",
+    "unbatched_broker_failure_s",
+    "unbatched_controlled_shutdown_s",
+    "unbatched_preferred_election_s",
     "unbatched_zk_floor_read_s",
     "unbatched_zk_floor_write_s",
 ]
@@ -522,17 +557,17 @@ def render(report: Mapping[str, Any]) -> str:
     lines = [
         f"controller benchmark: {report['partitions']:,} partitions, RF 3, {report['brokers']} brokers, "
         f"median of {report['runs']} run(s)",
-        f"{'figure':<30}{'median s':>10}  runs",
+        f"{'figure':<34}{'median s':>10}  runs",
     ]
     for k in KEYS:
         if k in report:
-            lines.append(f"{k:<30}{report[k]:>10.3f}  {report[k + '_runs']}")
+            lines.append(f"{k:<34}{report[k]:>10.3f}  {report[k + '_runs']}")
     lines += [
-        f"{'broker_failure_leaders':<30}{report.get('broker_failure_leaders', 0):>10,}",
-        f"{'controlled_shutdown_leaders':<30}{report.get('controlled_shutdown_leaders', 0):>10,}",
-        f"{'preferred_election_moved':<30}{report.get('preferred_election_moved', 0):>10,}",
-        f"{'controller_peak_rss_mb':<30}{report['controller_peak_rss_mb']:>10.1f}",
-        f"{'events_per_s_busy':<30}{report['events_per_s_busy']:>10.1f}",
+        f"{'broker_failure_leaders':<34}{report.get('broker_failure_leaders', 0):>10,}",
+        f"{'controlled_shutdown_leaders':<34}{report.get('controlled_shutdown_leaders', 0):>10,}",
+        f"{'preferred_election_moved':<34}{report.get('preferred_election_moved', 0):>10,}",
+        f"{'controller_peak_rss_mb':<34}{report['controller_peak_rss_mb']:>10.1f}",
+        f"{'events_per_s_busy':<34}{report['events_per_s_busy']:>10.1f}",
         f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}",
     ]
     return "\n".join(lines)
@@ -544,6 +579,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--brokers", type=int, default=5)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--unbatched-runs",
+        type=int,
+        default=None,
+        help="rounds of the scenarios with batching off (one fenced write per partition); default: --runs",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--profile", metavar="DIR", help="cProfile the controller processes into DIR (slower)")
     parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
@@ -562,7 +603,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["BENCH_PROFILE_DIR"] = str(Path(args.profile).resolve())
     if args.brokers < 3 or n < 1 or runs < 1:
         parser.error("need >= 3 brokers, >= 1 partition, >= 1 run")
-    report = run(n, args.brokers, runs)
+    unbatched_runs = runs if args.unbatched_runs is None else args.unbatched_runs
+    if unbatched_runs < 0:
+        parser.error("--unbatched-runs must be >= 0")
+    report = run(n, args.brokers, runs, unbatched_runs)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 

@@ -87,7 +87,11 @@ def build_assignment(partitions: int, topics: int, failover: int) -> dict[str, d
 
 
 def manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=REPO, check=True, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], check=False, env=env, cwd=REPO, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
 def record(kind: str, tp: TopicPartition, epoch: int, seq: int, **fields: Any) -> str:
@@ -191,6 +195,12 @@ def latencies(
         )
         out.extend([float("inf") if seen is None else seen - commit] * batch_size)
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``): the mirror's work, whatever the box's load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -332,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             page.evaluate("window.__kcpTrace.length = 0; window.__longtasks && (window.__longtasks.length = 0)")
 
             phase_start = time.time() * 1000.0
+            mirror_cpu = cpu_seconds(procs[1].pid)
+            load_before = os.getloadavg()[0]
             writer.deregister_broker(1)
             down = {tp: (-1, 1, [1]) for tp in failing}
             commits_down = run_phase(
@@ -358,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 len(failing),
             )
             page.wait_for_function("() => (window.KcpLive.counts['p:OfflinePartition'] || 0) === 0", timeout=120_000)
+            mirror_cpu = cpu_seconds(procs[1].pid) - mirror_cpu
+            load_after = os.getloadavg()[0]
             time.sleep(1.0)
             trace = page.evaluate("window.__kcpTrace")
             tasks = page.evaluate("window.__longtasks") or []
@@ -399,11 +413,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "browser_longest_task_ms": round(max(phase_tasks), 1) if phase_tasks else 0.0,
             "browser_long_tasks": len(phase_tasks),
             "browser_renders": len(trace),
+            # Load-independent: the mirror's CPU time over both phases (without --mirror-wrapper),
+            # and the machine's load average around them (latencies grow with it on a shared box).
+            "mirror_cpu_s": round(mirror_cpu, 2) if args.mirror_wrapper is None else None,
+            "load_avg_1m": [round(load_before, 2), round(load_after, 2)],
             "targets_met": pct(every, 0.99) < 2000 and (max(phase_tasks) if phase_tasks else 0) <= 200,
         }
         print(json.dumps(result, indent=2))
         if args.json:
-            args.json.write_text(json.dumps(result, indent=2))
+            # The raw timeline too (commit times and the browser's render samples, epoch ms), to see
+            # where a slow batch spent its time next to the mirror's log.
+            timeline = {"commits_down": commits_down, "commits_up": commits_up, "trace": trace}
+            args.json.write_text(json.dumps({**result, "timeline": timeline}, indent=2))
         mirror_log = (logs / "mirror.log").read_text().strip().splitlines()
         print("mirror:", *mirror_log[-3:], sep="\n  ")
         return 0 if result["targets_met"] else 1

@@ -82,6 +82,12 @@ def _manage(*args: str, env: dict[str, str]) -> str:
 CONTROLLER_IDS = (9001, 9002)
 
 
+# docs/deployment.md "Slow clients": the app must answer within 60 s (503 otherwise); WebSocket frames
+# and handshakes are bounded. Daphne hands a request to the app only once its body is complete.
+ASGI_APP = "dashboard.asgi:application"
+DAPHNE_LIMITS = ("--http-timeout", "60", "--websocket-max-message-size", "65536", "--websocket_connect_timeout", "10")
+
+
 def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]:
     """The processes of the stack, in start order.
 
@@ -91,7 +97,7 @@ def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]
     children = [
         Child(
             "web",
-            [PYTHON, "-m", "daphne", "-b", args.host, "-p", str(args.port), "dashboard.asgi:application"],
+            [PYTHON, "-m", "daphne", "-b", args.host, "-p", str(args.port), *DAPHNE_LIMITS, ASGI_APP],
             env,
         )
     ]

@@ -20,7 +20,13 @@ from kazoo.client import KazooClient
 
 from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
 
-_FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+_FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "reliability": "reliability"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "reliability: fault-injection scenarios with the history checker (tests/reliability)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -101,8 +101,9 @@ class FakePartitionStateStore:
         return state
 
     def corrupt(self, tp: TopicPartition) -> None:
-        """Make the znode's data undecodable (read OK, no state)."""
+        """Make the znode's data undecodable (read OK, no state); a write, so the version moves."""
         self.znodes[tp].corrupt = True
+        self.znodes[tp].version += 1
 
     def delete_state(self, tp: TopicPartition) -> None:
         self.znodes.pop(tp, None)
@@ -362,8 +363,13 @@ def make_harness(
     epoch: int = 5,
     epoch_zk_version: int = 5,
     auto_respond: bool = False,
+    decide_from_cache: bool = False,
 ) -> Harness:
-    """A harness whose controller holds ``epoch`` with fencing version ``epoch_zk_version``."""
+    """A harness whose controller holds ``epoch`` with fencing version ``epoch_zk_version``.
+
+    The state machines read before they write, as Kafka does, unless ``decide_from_cache`` (the
+    controller's default, tested on its own) is set.
+    """
     ctx = ControllerContext(controller_id)
     ctx.epoch = epoch
     ctx.epoch_zk_version = epoch_zk_version
@@ -383,7 +389,7 @@ def make_harness(
         log=log,
         partition_batch=partition_batch,
         replica_batch=replica_batch,
-        psm=PartitionStateMachine(ctx, store, partition_batch, log),
-        rsm=ReplicaStateMachine(ctx, store, replica_batch, log),
+        psm=PartitionStateMachine(ctx, store, partition_batch, log, decide_from_cache=decide_from_cache),
+        rsm=ReplicaStateMachine(ctx, store, replica_batch, log, decide_from_cache=decide_from_cache),
         now=now,
     )

@@ -47,6 +47,7 @@ from controller_core.broker.registration import BrokerRegistrar
 from controller_core.broker.replica_manager import ReplicaManager
 from controller_core.model import BrokerRegistration, EndPoint
 from controller_core.protocol import CONTROL_LISTENER, REPLICATION_LISTENER, ControlledShutdownRequest, JsonHttpServer
+from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def ensure_chroot(connect_string: str, timeout_s: float = 15.0) -> None:
     hosts, slash, chroot = connect_string.partition("/")
     if not slash or not chroot.strip("/"):
         return
-    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client = new_client(hosts, timeout=timeout_s)  # ZOOKEEPER_AUTH/ZOOKEEPER_ACL: controller_core.zk.client
     client.start(timeout=timeout_s)
     try:
         client.ensure_path("/" + chroot.strip("/"))
@@ -129,8 +130,8 @@ class BrokerAgent:
             self.server = self._api.serve(config.host, config.port)
             self.server.start()
             ensure_chroot(config.zookeeper_connect)
-            self.zk = KazooClient(
-                hosts=config.zookeeper_connect,
+            self.zk = new_client(
+                config.zookeeper_connect,
                 timeout=config.zookeeper_session_timeout_ms / 1000.0,
                 # Reconnect forever (a new session after an expiry), as a Kafka broker does.
                 connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),

@@ -68,6 +68,7 @@ from controller_core.requests import (
     UpdateMetadataResponse,
     empty_response_for,
 )
+from controller_core.zk.history import process_recorder
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,9 @@ class ReplicaManager:
         self.messages_appended = 0
         self.not_enough_replicas = 0
         self.not_enough_replicas_by_partition: dict[TopicPartition, int] = {}
+        # Reliability history of every control request and its decision (off unless
+        # RELIABILITY_HISTORY_DIR is set; see controller_core.zk.history).
+        self.request_log = process_recorder()
 
     def now_ms(self) -> float:
         return self._clock() * 1000.0
@@ -175,6 +179,38 @@ class ReplicaManager:
 
     def _check_epochs(self, request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest) -> ErrorCode:
         """Broker-epoch then controller-epoch check; on success remember the controller."""
+        seen = self.controller_epoch
+        error = self._check_request_epochs(request)
+        if self.request_log is not None:
+            self.request_log.record(
+                op="request",
+                kind=request.kind,
+                decision="accepted" if error == ErrorCode.NONE else "rejected",
+                error=error.name,
+                controller_id=request.controller_id,
+                controller_epoch=request.controller_epoch,
+                broker_epoch=request.broker_epoch,
+                my_broker_epoch=self.broker_epoch,
+                seen_controller_epoch=seen,
+            )
+        return error
+
+    def _log_partition_decisions(self, request: LeaderAndIsrRequest, errors: list[PartitionError]) -> None:
+        """History line: each partition state of a LeaderAndIsr and whether it was applied (NONE)."""
+        assert self.request_log is not None
+        self.request_log.record(
+            op="leader_and_isr",
+            controller_id=request.controller_id,
+            controller_epoch=request.controller_epoch,
+            partitions=[
+                [s.topic, s.partition, s.leader, s.leader_epoch, e.error_code.name]
+                for s, e in zip(request.partition_states, errors, strict=True)
+            ],
+        )
+
+    def _check_request_epochs(
+        self, request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest
+    ) -> ErrorCode:
         if self._stale_broker_epoch(request.broker_epoch):
             self._rejected(request.kind, ErrorCode.STALE_BROKER_EPOCH, f"{request.broker_epoch} < {self.broker_epoch}")
             return ErrorCode.STALE_BROKER_EPOCH
@@ -245,6 +281,8 @@ class ReplicaManager:
                 self._make_leaders(to_lead, now)
             if to_follow:
                 self._make_followers(to_follow, live_leaders)
+            if self.request_log is not None:
+                self._log_partition_decisions(request, errors)
             return LeaderAndIsrResponse(ErrorCode.NONE, errors)
 
     def _check_topic_id(self, tp: TopicPartition, topic_ids: Mapping[str, str]) -> ErrorCode:

@@ -76,9 +76,11 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
+from controller_core.pause_points import pause_point
 from controller_core.ports import PartitionStateRead, UpdateLeaderAndIsrResult, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import ControllerInfo, FeatureZNode, TopicAssignment
+from controller_core.zk.history import HistoryRecorder, process_recorder
 from controller_core.zk.multiread import DEFAULT_MAX_BATCH_BYTES, DataResult, MultiReadCounters, MultiReader
 
 logger = logging.getLogger(__name__)
@@ -229,7 +231,8 @@ class ZkStore:
         # result.finished[tp] -> new LeaderAndIsr (new zk_version) or exception; result.needs_retry
 
     ``max_multi_bytes`` bounds every multi, ``max_read_bytes`` every multi-read request and response;
-    ``max_in_flight`` is the number of multis pipelined; ``timeout`` bounds each wait for a reply.
+    ``max_in_flight`` is the number of multis pipelined; ``max_ops_per_multi`` (0: no limit) caps the
+    writes per multi; ``timeout`` bounds each wait for a reply.
     """
 
     def __init__(
@@ -239,14 +242,19 @@ class ZkStore:
         max_multi_bytes: int = DEFAULT_MAX_MULTI_BYTES,
         max_read_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_in_flight: int = 16,
+        max_ops_per_multi: int = 0,
         timeout: float = 30.0,
         reader: MultiReader | None = None,
+        recorder: HistoryRecorder | None = None,
     ) -> None:
         if max_multi_bytes < 4096:
             raise ValueError(f"max_multi_bytes={max_multi_bytes} is too small")
         self._client = client
         self.max_multi_bytes = max_multi_bytes
         self.max_in_flight = max(1, max_in_flight)
+        # 0: as many ops per multi as fit. 1: one fenced write per znode, as Kafka 1.1 wrote (the
+        # benchmark's "unbatched" baseline, ControllerConfig.batched_writes=False).
+        self.max_ops_per_multi = max(0, max_ops_per_multi)
         self.timeout = timeout
         self.reader = reader or MultiReader(client, max_batch_bytes=max_read_bytes, timeout=timeout)
         self._counters = StoreCounters()
@@ -258,6 +266,8 @@ class ZkStore:
         # Sessions this store has registered ephemerals from: a leftover ephemeral of one of them
         # (ZOOKEEPER-2985) may be replaced; one of anybody else's may not.
         self._own_sessions: set[int] = set()
+        # Reliability history (controller_core.zk.history): None unless RELIABILITY_HISTORY_DIR is set.
+        self._recorder = recorder if recorder is not None else process_recorder()
 
     @property
     def client(self) -> KazooClient:
@@ -368,10 +378,16 @@ class ZkStore:
             results = attempt()
         if not any(isinstance(r, Exception) for r in results):
             logger.info("controller %d registered; controller epoch %d -> %d", controller_id, current.epoch, new_epoch)
+            if self._recorder is not None:
+                self._record_election(controller_id, new_epoch, results[1].version, results[1].mzxid)
             return ControllerEpoch(new_epoch, results[1].version)
         failure = next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
         if isinstance(failure, NodeExistsError | BadVersionError):
-            return self._verify_controller_registration(controller_id, new_epoch)
+            verified = self._verify_controller_registration(controller_id, new_epoch)
+            if self._recorder is not None:
+                stat = self._client.exists(paths.CONTROLLER_EPOCH_PATH)
+                self._record_election(controller_id, verified.epoch, verified.epoch_zk_version, stat and stat.mzxid)
+            return verified
         raise ZkOperationError(zk_code(failure), paths.CONTROLLER_PATH, f"controller election failed: {failure!r}")
 
     def _read_or_create_controller_epoch(self) -> ControllerEpoch:
@@ -1053,7 +1069,8 @@ class ZkStore:
             rep = _REPLY_BYTES[op.kind] + (len(encoded[i]) if op.kind == _CREATE else 0)
             if req > budget:
                 raise ValueError(f"a write to {op.path} of {len(op.data)} bytes cannot fit in one ZooKeeper request")
-            if current and (request + req > budget or reply + rep > budget):
+            full = self.max_ops_per_multi and len(current) >= self.max_ops_per_multi
+            if current and (full or request + req > budget or reply + rep > budget):
                 chunks.append(current)
                 current, request, reply = [], 0, 0
             current.append(i)
@@ -1087,6 +1104,7 @@ class ZkStore:
             raise ValueError(f"expected controller epoch zk version must be >= 0, got {expected!r}")
         if not ops:
             return []
+        pause_point("before_write", ops[0].path)  # test-only; a no-op unless CONTROLLER_PAUSE_DIR
         outcomes: list[WriteOutcome | None] = [None] * len(ops)
         replay_conflicts: list[int] = []  # conflicts seen by a multi resubmitted after a connection loss
         encoded = [self._encode(op) for op in ops]
@@ -1119,6 +1137,8 @@ class ZkStore:
                     outcomes[i] = WriteOutcome(ZkCode.OK, results[k])
                 continue
             if isinstance(check, BadVersionError):
+                if self._recorder is not None:
+                    self._record_writes(ops, outcomes, expected, fenced=indices)
                 raise ControllerMovedError(
                     f"controller epoch zkVersion check failed (expected version {expected} of "
                     f"{paths.CONTROLLER_EPOCH_PATH}): another controller has been elected"
@@ -1154,7 +1174,54 @@ class ZkStore:
                 queue.appendleft((rest[:half], drops))
         if replay_conflicts:
             self._confirm_replayed_writes(ops, outcomes, replay_conflicts)
+        if self._recorder is not None:
+            self._record_writes(ops, outcomes, expected)
+        pause_point("after_write", ops[0].path)
         return [o if o is not None else WriteOutcome(ZkCode.OTHER) for o in outcomes]
+
+    # -- reliability history (off unless RELIABILITY_HISTORY_DIR is set) ---------------------------
+
+    def _record_election(self, controller_id: int, epoch: int, epoch_zk_version: int, mzxid: int | None) -> None:
+        assert self._recorder is not None
+        self._recorder.record(
+            op="elect",
+            controller_id=controller_id,
+            controller_epoch=epoch,
+            epoch_zk_version=epoch_zk_version,
+            session=self._session_id(),
+            mzxid=mzxid,
+            result="OK",
+        )
+
+    def _record_writes(
+        self,
+        ops: Sequence[_Op],
+        outcomes: Sequence[WriteOutcome | None],
+        expected: int,
+        fenced: Sequence[int] = (),
+    ) -> None:
+        """One history line per op that got an answer (and per op of a multi the epoch check fenced)."""
+        assert self._recorder is not None
+        names = {_CREATE: "create", _DELETE: "delete", _SET: "set"}
+        fenced_set = set(fenced)
+        for i, op in enumerate(ops):
+            outcome = outcomes[i]
+            if outcome is None and i not in fenced_set:
+                continue
+            stat = outcome.result if outcome is not None and isinstance(outcome.result, ZnodeStat) else None
+            data: str | None = None
+            if op.kind != _DELETE and op.path.endswith("/state") and len(op.data) < 4096:
+                data = op.data.decode(errors="replace")
+            self._recorder.record(
+                op=names.get(op.kind, str(op.kind)),
+                path=op.path,
+                epoch_zk_version=expected,
+                version=op.version,
+                result="FENCED" if outcome is None else outcome.code.name,
+                mzxid=None if stat is None else stat.mzxid,
+                new_version=None if stat is None else stat.version,
+                data=data,
+            )
 
     def _confirm_replayed_writes(
         self, ops: Sequence[_Op], outcomes: list[WriteOutcome | None], conflicts: Sequence[int]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -147,6 +147,31 @@ class WatchRegistry:
         with self._lock:
             reg.seen = _node_seen(stat)
         return stat is not None
+
+    def watch_nodes(self, handlers: Mapping[str, EventFactory]) -> dict[str, bool]:
+        """``watch_node`` for many paths with the reads pipelined (a failover arms one watch per topic:
+        thousands of round trips one after the other otherwise). Returns whether each node exists.
+
+        On a connection loss every handler stays registered and is armed when the connection returns
+        (as ``watch_node``); the first error is raised after all replies are in.
+        """
+        regs = [self._register(path, WatchKind.NODE, event_for) for path, event_for in handlers.items()]
+        pending = [(reg, self._client.exists_async(reg.path, watch=reg.callback)) for reg in regs]
+        exists: dict[str, bool] = {}
+        error: BaseException | None = None
+        for reg, result in pending:
+            try:
+                stat = result.get()
+            except _RETRY_LATER as exc:
+                reg.rearm_pending = True
+                error = error or exc
+                continue
+            with self._lock:
+                reg.seen = _node_seen(stat)
+            exists[reg.path] = stat is not None
+        if error is not None:
+            raise error
+        return exists
 
     def watch_children(self, path: str, event_for: EventFactory) -> list[str] | None:
         """Register a child handler for ``path``, arm its watch and return the children (None when

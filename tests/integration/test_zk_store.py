@@ -528,3 +528,20 @@ def test_feature_and_cluster_id_znodes(store: ZkStore, controller: ControllerEpo
     cluster_id = store.get_or_create_cluster_id()
     assert store.get_or_create_cluster_id("other") == cluster_id
     assert codecs.decode_cluster_id(store.client.get(paths.CLUSTER_ID_PATH)[0]) == cluster_id
+
+
+def test_unbatched_writes_send_one_fenced_multi_per_partition(
+    zk: KazooClient, zk_chroot: str, controller: ControllerEpoch
+) -> None:
+    """``max_ops_per_multi=1`` is the benchmark's Kafka 1.1 baseline: same outcomes, one multi each."""
+    store = ZkStore(zk, max_ops_per_multi=1, max_in_flight=100)
+    states = _topic_with_states(store, controller, "orders", 50)
+    stale = TP("orders", 7)
+    zk.set(paths.partition_state_path(stale), zk.get(paths.partition_state_path(stale))[0])
+    store.reset_counters()
+    new = {tp: s.leader_and_isr.new_leader_and_isr(3, (3, 1)) for tp, s in states.items()}
+    result = store.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+    assert result.needs_retry == [stale]
+    assert len(result.finished) == 49
+    counters = store.counters()
+    assert (counters.multis, counters.write_ops, counters.failed_ops, counters.split_retries) == (50, 50, 1, 0)

@@ -104,6 +104,23 @@ def test_a_node_watch_sees_creation_changes_and_deletion(
     assert _handle(events, zk) == ("ControllerChange", WatchEventType.CREATED)
 
 
+def test_many_node_watches_armed_at_once_behave_like_single_ones(
+    zk: KazooClient, registry: WatchRegistry, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    """A failover arms one watch per topic in one pipelined pass (``watch_nodes``)."""
+    other.ensure_path("/brokers/topics/a")
+    other.ensure_path("/brokers/topics/b")
+    exists = registry.watch_nodes({f"/brokers/topics/{t}": _tag(f"modified-{t}") for t in ("a", "b", "c")})
+    assert exists == {"/brokers/topics/a": True, "/brokers/topics/b": True, "/brokers/topics/c": False}
+    other.set("/brokers/topics/b", b"{}")
+    assert _handle(events, zk) == ("modified-b", WatchEventType.CHANGED)
+    other.create("/brokers/topics/c", b"{}")
+    assert _handle(events, zk) == ("modified-c", WatchEventType.CREATED)
+    other.set("/brokers/topics/a", b"{}")
+    assert _handle(events, zk) == ("modified-a", WatchEventType.CHANGED)
+    assert _quiet(events)
+
+
 def test_callbacks_only_build_and_enqueue_the_event_on_kazoos_thread(zk: KazooClient, other: KazooClient) -> None:
     seen_threads: list[str] = []
     enqueued: list[object] = []

@@ -88,6 +88,15 @@ def test_offline_to_offline_is_allowed_but_not_recorded(h: Harness) -> None:
     assert h.sink.records == []
 
 
+def test_going_offline_records_the_leader_it_loses(h: Harness) -> None:
+    seed_led(h, state=P.ONLINE, leader=2, isr=[2, 3])
+    h.psm.handle_state_changes([T0], P.OFFLINE)
+    (record,) = h.sink.of_kind("partition_transition")
+    assert (record["from_state"], record["to_state"]) == (P.ONLINE, P.OFFLINE)
+    assert (record["leader_before"], record["isr_before"], record["leader_epoch_before"]) == (2, (2, 3), 10)
+    assert record["leader_after"] is None
+
+
 def test_offline_gauge_follows_the_machine(h: Harness) -> None:
     h.seed_partition(T0, [1, 2, 3], partition_state=P.NEW)
     h.psm.handle_state_changes([T0], P.OFFLINE)

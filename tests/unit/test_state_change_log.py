@@ -287,3 +287,17 @@ def test_a_hundred_thousand_transitions_are_all_written(tmp_path: Path) -> None:
     with path.open(encoding="utf-8") as f:
         lines = sum(1 for _ in f)
     assert lines == 100_000
+
+
+def test_the_daily_file_encodes_int_keyed_maps_and_tuples(tmp_path: Path) -> None:
+    """request_batch records map broker ids to counts; isr values are tuples."""
+    sink = JsonLinesDailySink(tmp_path, clock=lambda: 1_700_000_000.0)
+    sink.emit({"ts": 1_700_000_000_000.0, "kind": "request_batch", "leader_and_isr": {1: 20, 2: 3}, "isr": (1, 2)})
+    sink.flush()
+    (path,) = tmp_path.glob("state-change-*.jsonl")
+    assert json.loads(path.read_text()) == {
+        "ts": 1_700_000_000_000.0,
+        "kind": "request_batch",
+        "leader_and_isr": {"1": 20, "2": 3},
+        "isr": [1, 2],
+    }

@@ -1,0 +1,169 @@
+"""``scripts/soak``: the full reliability table on this machine (3-node ZooKeeper, F1-F22 as built).
+
+    scripts/soak [--seed N] [--runs N] [--scenarios F1,F7,...] [--zk-nodes 3] [--json FILE]
+
+Starts a private ZooKeeper ensemble on free loopback ports (Debian jars), runs each scenario ``--runs``
+times (each run: fresh chroot and processes, fault, heal, checker), prints one line per run and a
+summary table (scenario, runs, passes, p50 and p99 recovery time, violations), and exits 1 when any
+run failed. Everything it started is stopped at the end, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from scripts.reliability.scenarios import RunResult, Settings, run_scenario
+from scripts.reliability.scenarios_soak import ALL_SCENARIOS
+from scripts.reliability.zkensemble import ZkEnsemble
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (p99 of 20 runs is the worst one)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(results: Sequence[RunResult]) -> list[dict[str, object]]:
+    rows = []
+    for name in dict.fromkeys(r.scenario for r in results):
+        mine = [r for r in results if r.scenario == name]
+        times = [r.recovery_s for r in mine if r.recovery_s is not None]
+        rows.append(
+            {
+                "scenario": name,
+                "title": ALL_SCENARIOS[name].title,
+                "figure": ALL_SCENARIOS[name].figure,
+                "runs": len(mine),
+                "passes": sum(r.passed for r in mine),
+                "p50_s": percentile(times, 50),
+                "p99_s": percentile(times, 99),
+                "safety_violations": sum(1 for r in mine for v in r.violations if v.safety),
+                "liveness_violations": sum(1 for r in mine for v in r.violations if not v.safety),
+            }
+        )
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, object]]) -> str:
+    def t(value: object) -> str:
+        return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    head = (
+        "| Scenario | Fault | Pass figure | Runs | Passes | p50 recovery (s) | p99 recovery (s) "
+        "| Safety viol. | Liveness viol. |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['scenario']} | {r['title']} | {r['figure']} | {r['runs']} | {r['passes']} | {t(r['p50_s'])} | "
+            f"{t(r['p99_s'])} | {r['safety_violations']} | {r['liveness_violations']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/soak", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=20, help="runs per scenario (default 20)")
+    parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS), help="comma-separated (default: all)")
+    parser.add_argument("--zk-nodes", type=int, default=3, choices=(1, 3))
+    parser.add_argument("--session-timeout", type=float, default=4.0, help="Ts in seconds (default 4)")
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--json", type=Path, default=None, help="also write every run and the summary here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, histories)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the harness's own clients see every fault
+    names = [n.strip().upper() for n in args.scenarios.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; known: {', '.join(ALL_SCENARIOS)}")
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    ensemble = ZkEnsemble(work / "zk", size=args.zk_nodes)
+    settings = Settings(session_timeout_s=args.session_timeout, partitions=args.partitions)
+    results: list[RunResult] = []
+    started = time.time()
+    print(f"soak: seed {args.seed}, {args.runs} runs of {','.join(names)}, {args.zk_nodes}-node ZooKeeper, work {work}")
+    try:
+        ensemble.start()
+        for name in names:
+            for run in range(args.runs):
+                ensemble.wait_quorum(60)
+                result = run_scenario(
+                    ALL_SCENARIOS[name],
+                    run,
+                    work / "runs",
+                    ensemble.addresses,
+                    seed=args.seed,
+                    settings=settings,
+                    ensemble=ensemble,
+                )
+                results.append(result)
+                recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.2f}s"
+                print(
+                    f"{name} run {run}: {'PASS' if result.passed else 'FAIL'} "
+                    f"recovery {recovery} ({result.duration_s:.0f}s)",
+                    flush=True,
+                )
+                if not result.passed:
+                    for v in result.violations[:20]:
+                        print(f"    {v}")
+                    for n in result.notes:
+                        print("    " + n.replace("\n", "\n    ")[:4000])
+    except KeyboardInterrupt:
+        print("interrupted; summarising the runs so far")
+    finally:
+        ensemble.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    rows = summary(results)
+    print()
+    print(
+        f"Summary ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, seed {args.seed}, "
+        f"{args.runs} runs each, "
+        f"{args.zk_nodes}-node ZooKeeper, Ts = {args.session_timeout:g} s, {time.time() - started:.0f} s total):"
+    )
+    print(format_table(rows))
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "seed": args.seed,
+                    "runs": args.runs,
+                    "summary": rows,
+                    "results": [
+                        {
+                            "scenario": r.scenario,
+                            "run": r.run,
+                            "passed": r.passed,
+                            "recovery_s": r.recovery_s,
+                            "violations": [str(v) for v in r.violations],
+                            "notes": r.notes,
+                        }
+                        for r in results
+                    ],
+                },
+                indent=2,
+            )
+        )
+    return 0 if results and all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

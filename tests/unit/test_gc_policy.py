@@ -1,0 +1,64 @@
+"""The controller's collector policy: paused during events, young survivors frozen after big ones."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from controller_core.gc_policy import EventGcPolicy
+
+
+@pytest.fixture(autouse=True)
+def _restore_gc() -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if not was_enabled:
+            gc.disable()
+
+
+def test_the_collector_is_paused_during_an_event_and_restored_after() -> None:
+    policy = EventGcPolicy()
+    with policy.around_event():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_big_event_is_followed_by_one_collection_and_a_freeze() -> None:
+    now = [0.0]
+    policy = EventGcPolicy(young_limit=1000, full_every_s=3600, clock=lambda: now[0])
+    frozen_before = gc.get_freeze_count()
+    with policy.around_event():
+        kept = [[i] for i in range(5000)]  # 5,000 tracked objects
+    assert policy.collections == 1
+    assert gc.get_freeze_count() >= frozen_before + len(kept)
+    assert gc.get_count()[0] < 1000
+
+
+def test_small_events_leave_the_collector_alone_until_the_periodic_full_collection() -> None:
+    now = [0.0]
+    policy = EventGcPolicy(young_limit=10**9, full_every_s=60, clock=lambda: now[0])
+    policy.after_event(queue_empty=True)
+    assert (policy.collections, policy.full_collections) == (0, 0)
+    now[0] = 61.0
+    policy.after_event(queue_empty=False)  # busy: not now
+    assert policy.full_collections == 0
+    policy.after_event(queue_empty=True)
+    assert policy.full_collections == 1
+
+
+def test_a_disabled_collector_is_left_to_whoever_disabled_it() -> None:
+    policy = EventGcPolicy(young_limit=0, full_every_s=0)
+    gc.disable()
+    try:
+        with policy.around_event():
+            kept = [[i] for i in range(100)]
+        policy.after_event(queue_empty=True)
+        assert (policy.collections, policy.full_collections, len(kept)) == (0, 0, 100)
+    finally:
+        gc.enable()
