@@ -15,17 +15,18 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.security.websocket import audited_allowed_hosts_origin_validator  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
 
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Channels' AllowedHostsOriginValidator, with foreign origins audited (issue #10).
+        "websocket": audited_allowed_hosts_origin_validator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -13,6 +13,10 @@ Defaults are for the single-machine stack started by the README's first command:
 | ``REDIS_URL`` | ``redis://127.0.0.1:26379/0`` |
 | ``ZOOKEEPER_CONNECT`` | ``127.0.0.1:21810/kafka`` (host:port[,host:port...][/chroot]) |
 | ``STATE_CHANGE_LOG_DIR`` | ``var/state-change-log`` |
+
+Production and request-limit variables (``DJANGO_CSRF_TRUSTED_ORIGINS``, ``SECURE_SSL_REDIRECT``,
+``ACTION_MAX_BODY_BYTES``, ``ACTION_RATE_LIMIT``, ``ZOOKEEPER_AUTH``, ...) are listed in
+``docs/deployment.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from pathlib import Path
 
 from celery.schedules import crontab
 
+from controller_core.zk.client import ZkSecurity
 from dashboard.lib.env import env_bool, env_int, env_list, env_str, parse_database_url
+from dashboard.security.ratelimit import parse_limit
+from dashboard.security.secrets import weak_secret_reason
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -34,6 +41,9 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 def _secret_key() -> str:
     configured = env_str("DJANGO_SECRET_KEY", "")
     if configured:
+        weak = weak_secret_reason(configured) if PRODUCTION else ""
+        if weak:
+            raise RuntimeError(f"DJANGO_SECRET_KEY is unusable in production: {weak}")
         return configured
     if PRODUCTION:
         raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_PRODUCTION=1")
@@ -50,6 +60,9 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+if PRODUCTION and (not ALLOWED_HOSTS or "*" in ALLOWED_HOSTS):
+    raise RuntimeError("DJANGO_ALLOWED_HOSTS must list the dashboard's host names (not '*') when DJANGO_PRODUCTION=1")
+# Exact origins (scheme://host[:port]) a TLS-terminating proxy serves the dashboard on.
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -66,6 +79,7 @@ INSTALLED_APPS = [
     "dashboard.clusters",
     "dashboard.analytics",
     "dashboard.actions",
+    "dashboard.security",
     "workers",
 ]
 
@@ -75,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Size and rate limits on action requests, answered before any view or CSRF check reads the body.
+    "dashboard.security.middleware.ActionRequestLimitsMiddleware",
     # Every page needs a login except the ones marked @login_not_required (login, /healthz).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -166,20 +182,50 @@ CELERY_BEAT_SCHEDULE = {
     # Audit retention (issue #7): delete audit rows older than AUDIT_RETENTION_DAYS, once a day.
     "audit-retention": {"task": "workers.retention.cleanup", "schedule": crontab(hour=1, minute=15)},
 }
+# Audit rows (actions and ingested state changes) older than this are deleted by that task.
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)
 
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_HTTPONLY = False
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_HTTPONLY = False  # the pages' fetch() reads it to send X-CSRFToken
+CSRF_COOKIE_SAMESITE = "Lax"
+# A failed CSRF check is answered with a clear 403 and audited (REQUEST_REJECTED).
+CSRF_FAILURE_VIEW = "dashboard.security.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    # Off only when a TLS-terminating proxy already redirects plain HTTP itself.
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    if not SECURE_SSL_REDIRECT:  # a deliberate choice (the proxy redirects), not the W008 oversight
+        SILENCED_SYSTEM_CHECKS = ["security.W008"]
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    # Trust X-Forwarded-Proto only behind a proxy that sets it (and strips the client's own).
+    if env_bool("DJANGO_BEHIND_TLS_PROXY", True):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Action requests (POST, PUT, PATCH, DELETE under /actions/ and /api/v1/): body size limit (413) and a
+# per-user rate limit (429 with Retry-After), enforced by dashboard.security.middleware.
+ACTION_MAX_BODY_BYTES = env_int("ACTION_MAX_BODY_BYTES", 256 * 1024)
+ACTION_RATE_LIMIT = env_str("ACTION_RATE_LIMIT", "30/60")  # requests/seconds per user; "0" turns it off
+parse_limit(ACTION_RATE_LIMIT)  # a malformed value fails at start-up
+# Every other request body (forms, admin) stays under Django's own limit (RequestDataTooBig -> 400).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
+
+# The topic admin API refuses deletions when off (the controller's delete.topic.enable should match).
+TOPIC_DELETION_ENABLED = env_bool("TOPIC_DELETION_ENABLED", True)
+
+# Optional ZooKeeper digest ACLs (controller_core/zk/client.py): "digest:user:password" authenticates
+# every client this process creates; ZOOKEEPER_ACL=1 makes the znodes it creates creator-writes,
+# world-reads. Controller and broker processes read the same two variables from the environment.
+ZOOKEEPER_AUTH = env_str("ZOOKEEPER_AUTH", "")
+ZOOKEEPER_ACL = env_str("ZOOKEEPER_ACL", "0")
+ZkSecurity.parse(ZOOKEEPER_AUTH, ZOOKEEPER_ACL)  # a malformed value fails at start-up, not at first use
 
 LOGGING = {
     "version": 1,

@@ -7,9 +7,14 @@ up to ``wait_s`` for the controller to consume the znode; it then reads every pa
 records per partition whether its preferred replica leads. When the controller does not consume the
 request in time the action stays *pending* and the unwritten batches are listed.
 
+Exactly once under redelivery (``acks_late``; a worker may be SIGKILLed mid-task): see
+``run_preferred_election``.
+
 ``workers.actions.ingest_state_changes``: copy new entries of ``kcp:{cluster}:state-changes`` into
 ``StateChange`` rows. Rows and the stream cursor are committed in one transaction and rows are unique
 on ``(cluster, controller_epoch, seq)``, so a worker restart neither loses nor duplicates a record.
+Records a preferred election action caused are linked to it (``StateChange.action``) as they are
+stored (``link_to_actions``).
 """
 
 from __future__ import annotations
@@ -18,21 +23,25 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import redis
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from kazoo.client import KazooClient
 
 from controller_core.errors import ZkOperationError
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
+from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action, IngestCursor, StateChange
+from dashboard.actions.zk import zk_security
 
 logger = logging.getLogger(__name__)
 
@@ -76,52 +85,128 @@ def _outcomes(store: ZkStore, rows: Sequence[dict[str, Any]], submitted: set[Top
     return out
 
 
+FINAL: Final = (
+    Action.Status.SUCCEEDED, Action.Status.PARTIAL, Action.Status.PENDING, Action.Status.FAILED, Action.Status.REJECTED,
+)  # fmt: skip
+
+
+def _save_outcome(action: Action) -> None:
+    """Commit ``action.outcome`` now: the journal a redelivered task resumes from."""
+    if action.pk is not None:
+        Action.objects.filter(pk=action.pk).update(outcome=action.outcome)
+
+
+def _plan_batches(action: Action, size: int) -> list[list[list[Any]]]:
+    """The batches, fixed at the first attempt (kept in the journal) so a resumed task writes the same ones."""
+    journal = action.outcome.setdefault("journal", {})
+    if "plan" not in journal:
+        rows = list(action.preview.get("electable", []))
+        tps = [[r["topic"], int(r["partition"])] for r in rows]
+        journal["plan"] = [tps[i : i + size] for i in range(0, len(tps), size)]
+        journal["done"] = 0
+        journal["writing"] = None
+    return list(journal["plan"])
+
+
+def _still_to_elect(
+    store: ZkStore, batch: list[TopicPartition], rows: Sequence[dict[str, Any]]
+) -> list[TopicPartition]:
+    """The partitions of ``batch`` not yet led by their preferred replica (used after a crash around
+    a write: whatever the controller already elected is not requested again)."""
+    preferred = {(r["topic"], int(r["partition"])): r["preferred"] for r in rows}
+    states = store.get_partition_states(batch)
+    out = []
+    for tp in batch:
+        read = states.get(tp)
+        leader = read.state.leader_and_isr.leader if read is not None and read.state is not None else None
+        if leader != preferred.get((tp.topic, tp.partition)):
+            out.append(tp)
+    return out
+
+
 def run_preferred_election(
-    action: Action, store: ZkStore, *, batch_size: int = DEFAULT_BATCH_SIZE, wait_s: float = DEFAULT_WAIT_S
+    action: Action,
+    store: ZkStore,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    wait_s: float = DEFAULT_WAIT_S,
+    checkpoint: Callable[[Action], None] = _save_outcome,
 ) -> Action:
-    """Carry out ``action`` with ``store`` (tests call this with their own ZooKeeper client)."""
+    """Carry out ``action`` with ``store`` (tests call this with their own ZooKeeper client).
+
+    Exactly once under redelivery: before a batch is written the journal (``outcome["journal"]``) marks
+    it *writing* and is committed (``checkpoint``); after the controller consumed it the batch is marked
+    done. A task started again for the same action skips done batches; for the one marked *writing* it
+    waits on the request still in ZooKeeper when that request is ours, and otherwise re-requests only the
+    partitions whose preferred replica does not lead yet. Per-partition outcomes are committed as each
+    batch lands, for the live progress on the action page.
+    """
     size = max(1, min(int(batch_size), MAX_BATCH_SIZE))
+    action.outcome = dict(action.outcome or {})
     rows: list[dict[str, Any]] = list(action.preview.get("electable", []))
-    tps = [TopicPartition(r["topic"], int(r["partition"])) for r in rows]
-    batches = [tps[i : i + size] for i in range(0, len(tps), size)]
+    batches = [[TopicPartition(str(t), int(p)) for t, p in batch] for batch in _plan_batches(action, size)]
+    journal = action.outcome["journal"]
+    action.outcome.setdefault("batch_size", len(batches[0]) if batches else size)
+    written: list[dict[str, Any]] = action.outcome.setdefault("batches", [])
+    landed: list[dict[str, Any]] = action.outcome.setdefault("partitions", [])
+    submitted = {TopicPartition(str(t), int(p)) for t, p in journal.get("submitted", [])}
     epoch = store.get_controller_epoch()
     action.controller_epoch = epoch.epoch if epoch is not None else None
-    written: list[dict[str, Any]] = []
-    submitted: set[TopicPartition] = set()
     status = Action.Status.SUCCEEDED
     error = ""
-    if not tps:
+    if not batches:
         status, error = Action.Status.REJECTED, "nothing to elect"
-    for index, batch in enumerate(batches):
-        try:
-            store.create_preferred_replica_election_request(batch)
-        except ZkOperationError as exc:
-            if index == 0:
-                status = Action.Status.REJECTED
-                error = f"refused: {exc} (/admin/preferred_replica_election exists); nothing written"
-            else:
-                status, error = Action.Status.PENDING, f"batch {index + 1}: {exc}"
-            break
+    for index in range(int(journal.get("done", 0)), len(batches)):
+        batch = batches[index]
+        to_write: list[TopicPartition] = batch
+        ours_pending = False
+        if journal.get("writing") == index:  # a previous attempt stopped around this batch's write
+            pending = store.get_preferred_replica_election()
+            ours_pending = pending is not None and pending == set(batch)
+            if not ours_pending:
+                to_write = _still_to_elect(store, batch, rows)
+            journal["resumed_batches"] = [*journal.get("resumed_batches", []), index]
+        if not ours_pending and to_write:
+            journal["writing"] = index
+            checkpoint(action)
+            try:
+                store.create_preferred_replica_election_request(to_write)
+            except ZkOperationError as exc:
+                journal["writing"] = None
+                if not submitted:
+                    status = Action.Status.REJECTED
+                    error = f"refused: {exc} (/admin/preferred_replica_election exists); nothing written"
+                else:
+                    status, error = Action.Status.PENDING, f"batch {index + 1}: {exc}"
+                break
         submitted.update(batch)
-        consumed = _wait_consumed(store, wait_s)
+        journal["submitted"] = [[tp.topic, tp.partition] for tp in sorted(submitted)]
+        checkpoint(action)
+        consumed = _wait_consumed(store, wait_s) if (ours_pending or to_write) else True
         written.append({"size": len(batch), "result": "consumed by the controller" if consumed else "still pending"})
+        in_batch = set(batch)
+        batch_rows = [r for r in rows if TopicPartition(r["topic"], int(r["partition"])) in in_batch]
+        landed.extend(_outcomes(store, batch_rows, submitted))
+        journal["writing"] = None
+        journal["done"] = index + 1
+        checkpoint(action)
         if not consumed:
             status = Action.Status.PENDING
             error = f"the controller has not processed batch {index + 1} of {len(batches)} within {wait_s:g} s"
             break
-    outcome: dict[str, Any] = {"batches": written, "batch_size": size}
     if submitted:
-        outcome["partitions"] = _outcomes(store, rows, submitted)
-        if status == Action.Status.SUCCEEDED and any(p["outcome"].startswith("not") for p in outcome["partitions"]):
+        final = _outcomes(store, rows, submitted)
+        action.outcome["partitions"] = final
+        if status == Action.Status.SUCCEEDED and any(p["outcome"].startswith("not") for p in final):
             status = Action.Status.PARTIAL
-    action.outcome = outcome
     action.status = status
     action.error = error
     return action
 
 
 def _connect(connect: str, timeout: float = 10.0) -> KazooClient:
-    client = KazooClient(hosts=connect, timeout=timeout)
+    # The dashboard's identity: with ZooKeeper ACLs on, /admin writes need it (controller_core.zk.client).
+    client = new_client(connect, timeout=timeout, security=zk_security())
     client.start(timeout=timeout)
     return client
 
@@ -131,15 +216,22 @@ def preferred_election(
     action_id: int, batch_size: int = DEFAULT_BATCH_SIZE, wait_s: float = DEFAULT_WAIT_S, connect: str | None = None
 ) -> str:
     """Run the queued preferred election ``action_id``; returns its final status. ``connect``
-    overrides the cluster's ZooKeeper connect string (tests)."""
+    overrides the cluster's ZooKeeper connect string (tests).
+
+    ``acks_late`` redelivers the task when a worker dies mid-task: every start counts in
+    ``Action.attempts``; a finished action is never run again and a *running* one resumes from its
+    journal (``run_preferred_election``), so each batch is requested once.
+    """
     from dashboard.clusters.models import Cluster
 
+    Action.objects.filter(pk=action_id).update(attempts=F("attempts") + 1)
     action = Action.objects.get(pk=action_id)
-    if action.status != Action.Status.QUEUED:
+    if action.status in FINAL:
         return str(action.status)  # redelivered after it ran: never write twice
-    started = timezone.now()
+    started = action.started or timezone.now()
     Action.objects.filter(pk=action.pk).update(status=Action.Status.RUNNING, started=started)
     action.started = started
+    action.status = Action.Status.RUNNING
     client = None
     try:
         if connect is None:
@@ -200,6 +292,134 @@ def _row(cluster: str, record: dict[str, Any]) -> StateChange:
     )
 
 
+LINK_GRACE: Final = timedelta(seconds=30)
+LINK_SKEW: Final = timedelta(seconds=5)
+LINK_PENDING: Final = timedelta(hours=24)
+LINK_CANDIDATES: Final = 50
+LINKED_CAUSES_EXCLUDED: Final = frozenset({"AutoPreferredReplicaLeaderElection"})
+
+
+def _caused_by_preferred_request(row: StateChange) -> bool:
+    """A record the controller wrote while acting on ``/admin/preferred_replica_election``."""
+    if row.kind == "preferred_election_request":
+        return True
+    return (row.record or {}).get("strategy") == "preferred" and row.cause not in LINKED_CAUSES_EXCLUDED
+
+
+REASSIGNMENT_CAUSES: Final = frozenset(
+    {"ZkPartitionReassignment", "ApiPartitionReassignment", "PartitionReassignmentIsrChange"}
+)
+"""Controller events that carry a reassignment forward (the ISR change completes one)."""
+
+
+def _caused_by_reassignment(row: StateChange) -> bool:
+    """A record the controller wrote while moving replicas for ``/admin/reassign_partitions`` or the API."""
+    return row.cause in REASSIGNMENT_CAUSES or (row.record or {}).get("strategy") == "reassign"
+
+
+def _partitions_of(row: StateChange) -> set[tuple[str, int]]:
+    if row.kind == "preferred_election_request":
+        out = set()
+        for key in (row.record or {}).get("results") or {}:
+            topic, _, part = str(key).rpartition("-")
+            if topic and part.isdigit():
+                out.add((topic, int(part)))
+        return out
+    return {(row.topic, row.partition)} if row.partition is not None else set()
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    action_id: int
+    start: datetime
+    end: datetime | None
+    partitions: frozenset[tuple[str, int]]
+
+
+def _window(action: Action) -> _Window:
+    """When and on what an action's request can have had effects: from its submission until it
+    finished plus a grace (a *pending* request may be processed much later: a day), on the
+    partitions it submitted (all it planned while it still runs)."""
+    journal = (action.outcome or {}).get("journal") or {}
+    planned = journal.get("submitted") if action.status != Action.Status.RUNNING else None
+    if planned is None:
+        planned = [[r["topic"], r["partition"]] for r in (action.preview or {}).get("electable", [])]
+    parts = frozenset((str(t), int(p)) for t, p in planned)
+    end = None
+    if action.finished is not None:
+        end = action.finished + (LINK_PENDING if action.status == Action.Status.PENDING else LINK_GRACE)
+    return _Window(action.pk, action.created - LINK_SKEW, end, parts)
+
+
+def _reassignment_window(action: Action) -> _Window:
+    """A reassignment (or its cancellation) acts on the partitions it lists, from its submission until
+    the controller finished moving them: open while it runs, then a grace after it was recorded done."""
+    parts = frozenset(
+        (str(p["topic"]), int(p["partition"]))
+        for p in (action.parameters or {}).get("partitions") or []
+        if isinstance(p, dict) and "topic" in p and "partition" in p
+    )
+    done = action.status in (Action.Status.SUCCEEDED, Action.Status.PARTIAL, Action.Status.FAILED)
+    end = action.finished + LINK_GRACE if done and action.finished is not None else None
+    return _Window(action.pk, action.created - LINK_SKEW, end, parts)
+
+
+def link_to_actions(cluster: str, rows: Sequence[StateChange]) -> int:
+    """Set ``action`` on the records an operator action caused; returns how many rows were linked.
+
+    Preferred elections: same cluster, a partition the action submitted, a preferred-election cause
+    (not the controller's own rebalance), within the action's window. Reassignments and their
+    cancellations: a partition the action lists, a reassignment cause, while it was in progress. The
+    latest matching action wins.
+    """
+    linked = _link_preferred(cluster, rows)
+    moving = [r for r in rows if r.action_id is None and _caused_by_reassignment(r)]
+    if moving:
+        earliest = min(r.ts for r in moving)
+        latest = max(r.ts for r in moving)
+        candidates = (
+            Action.objects.filter(
+                cluster=cluster,
+                kind__in=(Action.Kind.REASSIGNMENT, Action.Kind.REASSIGNMENT_CANCEL),
+                created__lte=latest + LINK_SKEW,
+            )
+            .exclude(status__in=(Action.Status.REJECTED, Action.Status.QUEUED))
+            .filter(Q(finished__isnull=True) | Q(finished__gte=earliest - LINK_GRACE))
+            .only("pk", "created", "finished", "status", "parameters")
+            .order_by("-created")[:LINK_CANDIDATES]
+        )
+        linked += _assign(moving, [_reassignment_window(a) for a in candidates])
+    return linked
+
+
+def _assign(rows: Sequence[StateChange], windows: Sequence[_Window]) -> int:
+    linked = 0
+    for row in rows:
+        parts = _partitions_of(row)
+        for w in windows:
+            if w.start <= row.ts and (w.end is None or row.ts <= w.end) and parts & w.partitions:
+                row.action_id = w.action_id
+                linked += 1
+                break
+    return linked
+
+
+def _link_preferred(cluster: str, rows: Sequence[StateChange]) -> int:
+    relevant = [r for r in rows if _caused_by_preferred_request(r)]
+    if not relevant:
+        return 0
+    earliest = min(r.ts for r in relevant)
+    latest = max(r.ts for r in relevant)
+    candidates = (
+        Action.objects.filter(cluster=cluster, kind=Action.Kind.PREFERRED_ELECTION, created__lte=latest + LINK_SKEW)
+        .exclude(status__in=(Action.Status.REJECTED, Action.Status.QUEUED))
+        .filter(Q(finished__isnull=True) | Q(finished__gte=earliest - LINK_PENDING))
+        .only("pk", "created", "finished", "status", "preview", "outcome")
+        .order_by("-created")[:LINK_CANDIDATES]
+    )
+    return _assign(relevant, [_window(a) for a in candidates])
+
+
 def ingest_stream(client: redis.Redis, cluster: str, batch: int = STREAM_BATCH, max_batches: int = 100) -> int:
     """Store the entries after the cluster's cursor; returns how many entries were read."""
     read = 0
@@ -218,6 +438,7 @@ def ingest_stream(client: redis.Redis, cluster: str, batch: int = STREAM_BATCH, 
                 rows.append(_row(cluster, record))
             except (TypeError, ValueError, KeyError) as exc:
                 logger.error("skipping unreadable state-change entry %s of %s: %s", entry_id, cluster, exc)
+        link_to_actions(cluster, rows)
         last = entries[-1][0]
         last_id = last.decode() if isinstance(last, bytes) else str(last)
         with transaction.atomic():

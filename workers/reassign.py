@@ -1,3 +1,309 @@
-"""Celery tasks that execute and cancel partition reassignments (issue #7, item 3)."""
+"""Celery tasks that execute and cancel partition reassignments (issue #7, item 3).
+
+``workers.reassign.execute``: write ``/admin/reassign_partitions`` in Kafka's format for the
+partitions the operator submitted, after validating them again against ZooKeeper as it is now.
+Refused (status *rejected*, nothing written) while another request is pending there.
+
+Idempotent under redelivery (``acks_late``): every start increments ``Action.attempts``; a finished
+action is left alone; before writing, ``outcome["writing"]`` is saved, and a delivery that finds it
+set looks at the znode (holding exactly this request: it was ours) and at the topic znodes (the
+controller already took it) instead of writing again. Two deliveries racing each other cannot both
+write either: the znode is created, never overwritten, and the loser finds its own request there.
+
+``workers.reassign.monitor``: refresh a running reassignment's progress into its outcome every few
+seconds and record its completion; re-queues itself while the reassignment runs (the progress page
+does the same on every poll, so completion is recorded by whichever comes first).
+
+``workers.reassign.cancel``: cancel the partitions of a reassignment that are still moving, through
+the controller's AlterPartitionReassignments endpoint (KIP-455: back to the original replicas).
+Only partitions whose current target is still this reassignment's are cancelled, and the request is
+sent at most once per action (``outcome["sent"]``), so a redelivery never cancels a newer move.
+"""
 
 from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Final
+
+from celery import shared_task
+from django.utils import timezone
+
+from controller_core.errors import ZkOperationError
+from controller_core.model import TopicPartition
+from controller_core.protocol import (
+    ALTER_PARTITION_REASSIGNMENTS_PATH,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    JsonConnection,
+    dumps,
+    loads_object,
+    split_url,
+)
+from controller_core.reassign_plan import to_kafka_json, validate
+from controller_core.requests import ErrorCode
+from controller_core.zk.store import ZkStore
+from dashboard.actions.models import Action
+from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
+from dashboard.actions.reassign_service import bump_attempts, refresh, requested_of
+from dashboard.actions.zk import cluster_store
+
+logger = logging.getLogger(__name__)
+
+MONITOR_INTERVAL_S: Final = 2.0
+MONITOR_MAX_AGE_S: Final = 7 * 24 * 3600.0
+MAX_RETRIES: Final = 5
+CONTROLLER_TIMEOUT_S: Final = 70.0
+FINAL: Final = frozenset({Action.Status.SUCCEEDED, Action.Status.PARTIAL, Action.Status.FAILED, Action.Status.REJECTED})
+
+
+def _save(action: Action, *fields: str) -> None:
+    action.save(update_fields=list(fields))
+
+
+def _finish(action: Action, status: str, error: str) -> None:
+    action.status = status
+    action.error = error
+    action.finished = timezone.now()
+    if action.started is not None:
+        action.duration_ms = int((action.finished - action.started).total_seconds() * 1000)
+    _save(action, "status", "error", "finished", "duration_ms", "outcome", "controller_epoch")
+
+
+def _taken_by_controller(store: ZkStore, requested: dict[TopicPartition, tuple[int, ...]]) -> bool:
+    """Whether the topic znodes show the controller already started (or finished) this request."""
+    assignments = read_assignments(store, {tp.topic for tp in requested})
+    for tp, target in requested.items():
+        current = assignments.get(tp)
+        if current is None:
+            continue
+        if current.is_being_reassigned and tuple(current.target_replicas) == target:
+            return True
+    return False
+
+
+def run_execute(action: Action, store: ZkStore) -> Action:
+    """Write the request of ``action`` (status RUNNING, claimed by the caller) unless already done.
+
+    Leaves the action RUNNING with ``outcome["written"]`` when the request is (or was) written, or
+    finishes it as rejected with the reason and nothing written.
+    """
+    requested, _origin = requested_of(action)
+    outcome = dict(action.outcome or {})
+    if outcome.get("written"):
+        return action
+    existing = store.get_partition_reassignment()
+    epoch = store.get_controller_epoch()
+    action.controller_epoch = epoch.epoch if epoch is not None else None
+    if existing is not None:
+        if outcome.get("writing") and dict(existing) == requested:
+            return _mark_written(action, outcome, "found in /admin/reassign_partitions after a redelivery")
+        names = ", ".join(sorted(f"{tp.topic}-{tp.partition}" for tp in existing)[:10])
+        action.outcome = outcome
+        _finish(
+            action,
+            Action.Status.REJECTED,
+            f"refused: a reassignment is already pending in /admin/reassign_partitions ({len(existing)} "
+            f"partitions: {names}); nothing written",
+        )
+        return action
+    if outcome.get("writing") and _taken_by_controller(store, requested):
+        return _mark_written(action, outcome, "already taken by the controller after a redelivery")
+    view = read_cluster_view(store, {tp.topic for tp in requested})
+    view = type(view)(view.assignments, view.brokers, view.topics_being_deleted, None)
+    check = validate(to_kafka_json(requested), view, replace=bool(action.parameters.get("replace")))
+    if not check.ok:
+        action.outcome = outcome
+        _finish(action, Action.Status.REJECTED, "refused at execution: " + "; ".join(check.errors))
+        return action
+    outcome["writing"] = True
+    action.outcome = outcome
+    _save(action, "outcome", "controller_epoch")
+    try:
+        store.create_partition_reassignment_request(requested)
+    except ZkOperationError:
+        now = store.get_partition_reassignment()
+        if now is not None and dict(now) == requested:
+            return _mark_written(action, outcome, "written by a concurrent delivery of this action")
+        outcome.pop("writing", None)
+        action.outcome = outcome
+        _finish(action, Action.Status.REJECTED, "refused: another reassignment was written first; nothing written")
+        return action
+    return _mark_written(action, outcome, "written")
+
+
+def _mark_written(action: Action, outcome: dict[str, Any], how: str) -> Action:
+    requested, _ = requested_of(action)
+    outcome.update(written=True, written_at=timezone.now().isoformat(), write=how, request=to_kafka_json(requested))
+    action.outcome = outcome
+    _save(action, "outcome", "controller_epoch")
+    return action
+
+
+def _claim(action: Action) -> bool:
+    """Move QUEUED -> RUNNING (recording the start); False when the action is already finished."""
+    bump_attempts(action)
+    if action.status in FINAL:
+        return False
+    if action.status == Action.Status.QUEUED:
+        started = timezone.now()
+        Action.objects.filter(pk=action.pk, status=Action.Status.QUEUED).update(
+            status=Action.Status.RUNNING, started=started
+        )
+        action.refresh_from_db()
+    return action.status == Action.Status.RUNNING
+
+
+def _connect_string(action: Action, connect: str | None) -> str:
+    if connect is not None:
+        return connect
+    from dashboard.clusters.models import Cluster
+
+    return str(Cluster.objects.get(name=action.cluster).zookeeper_connect)
+
+
+def _schedule_monitor(action_id: int, connect: str | None) -> None:
+    from dashboard.celery import app
+
+    try:
+        app.send_task(
+            "workers.reassign.monitor", args=[action_id], kwargs={"connect": connect}, countdown=MONITOR_INTERVAL_S
+        )
+    except Exception as exc:  # the progress page still records completion when polled
+        logger.warning("could not schedule the monitor of #%s: %s", action_id, exc)
+
+
+@shared_task(bind=True, name="workers.reassign.execute", max_retries=MAX_RETRIES)
+def execute(self: Any, action_id: int, connect: str | None = None, monitor: bool = True) -> str:
+    """Run the queued reassignment ``action_id``; returns its status. ``connect`` overrides the
+    cluster's ZooKeeper connect string (tests); ``monitor`` schedules the progress monitor."""
+    action = Action.objects.get(pk=action_id)
+    if not _claim(action):
+        return str(action.status)
+    try:
+        with cluster_store(_connect_string(action, connect)) as store:
+            run_execute(action, store)
+            if action.status == Action.Status.RUNNING:
+                refresh(action, store)
+    except Exception as exc:
+        logger.warning("reassignment #%s: %s", action_id, exc)
+        if self.request.retries < MAX_RETRIES and not (action.outcome or {}).get("written"):
+            # a retry reconciles with the znode: a write that went through is never repeated
+            raise self.retry(exc=exc, countdown=5) from exc
+        if not (action.outcome or {}).get("written"):
+            _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
+            return str(action.status)
+    if action.status == Action.Status.RUNNING and monitor:
+        _schedule_monitor(action_id, connect)
+    return str(action.status)
+
+
+@shared_task(name="workers.reassign.monitor")
+def monitor(action_id: int, connect: str | None = None) -> str:
+    """Refresh progress once; re-queue while the reassignment runs (up to a week)."""
+    action = Action.objects.get(pk=action_id)
+    if action.status != Action.Status.RUNNING:
+        return str(action.status)
+    try:
+        with cluster_store(_connect_string(action, connect)) as store:
+            refresh(action, store)
+    except Exception as exc:
+        logger.warning("monitor of reassignment #%s: %s", action_id, exc)
+    started: datetime | None = action.started
+    young = started is None or (timezone.now() - started).total_seconds() < MONITOR_MAX_AGE_S
+    if action.status == Action.Status.RUNNING and young:
+        _schedule_monitor(action_id, connect)
+    return str(action.status)
+
+
+def send_cancel(
+    endpoint: str, partitions: list[TopicPartition], timeout: float = CONTROLLER_TIMEOUT_S
+) -> AlterPartitionReassignmentsResponse:
+    host, port = split_url(endpoint)
+    conn = JsonConnection(host, port, timeout=timeout)
+    try:
+        request = AlterPartitionReassignmentsRequest(tuple((tp, None) for tp in partitions))
+        body = conn.post(ALTER_PARTITION_REASSIGNMENTS_PATH, dumps(request.to_dict()))
+    finally:
+        conn.close()
+    return AlterPartitionReassignmentsResponse.from_dict(loads_object(body, "AlterPartitionReassignments response"))
+
+
+def run_cancel(action: Action, store: ZkStore) -> Action:
+    """Cancel what is still moving of the reassignment ``action.parameters["reassignment"]``."""
+    target = Action.objects.get(pk=int(action.parameters["reassignment"]))
+    outcome = dict(action.outcome or {})
+    epoch = store.get_controller_epoch()
+    action.controller_epoch = epoch.epoch if epoch is not None else None
+    if outcome.get("sent"):
+        # sent by an earlier delivery that did not record the answer: never send twice
+        action.outcome = outcome
+        _finish(action, Action.Status.PARTIAL, "the cancel request was sent by an earlier attempt; its answer was lost")
+        return action
+    requested, _ = requested_of(target)
+    assignments = read_assignments(store, {tp.topic for tp in requested})
+    moving = sorted(
+        tp
+        for tp, wanted in requested.items()
+        if (a := assignments.get(tp)) is not None and a.is_being_reassigned and tuple(a.target_replicas) == wanted
+    )
+    if not moving:
+        action.outcome = outcome
+        _finish(action, Action.Status.REJECTED, "nothing to cancel: no partition of this reassignment is still moving")
+        return action
+    endpoint = read_controller_endpoint(store)
+    if endpoint is None:
+        action.outcome = outcome
+        _finish(
+            action,
+            Action.Status.FAILED,
+            "no controller API endpoint in /controller: cancel needs a cluster run by our controller",
+        )
+        return action
+    outcome.update(
+        sent=True, endpoint=endpoint, partitions=[{"topic": t.topic, "partition": t.partition} for t in moving]
+    )
+    action.outcome = outcome
+    _save(action, "outcome", "controller_epoch")
+    response = send_cancel(endpoint, moving)
+    if response.error_code != ErrorCode.NONE:
+        _finish(action, Action.Status.FAILED, f"the controller refused: {response.error_code.name}")
+        return action
+    results = []
+    ok = 0
+    for r in response.partitions:
+        good = r.error_code == ErrorCode.NONE
+        ok += good
+        results.append(
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "outcome": "cancelled" if good else f"{r.error_code.name}: {r.error_message}",
+            }
+        )
+    outcome["partitions"] = results
+    action.outcome = outcome
+    if ok == len(results):
+        _finish(action, Action.Status.SUCCEEDED, "")
+    else:
+        _finish(action, Action.Status.PARTIAL if ok else Action.Status.FAILED, "some partitions were not cancelled")
+    target.refresh_from_db()
+    if target.status == Action.Status.RUNNING:
+        refresh(target, store)
+    return action
+
+
+@shared_task(bind=True, name="workers.reassign.cancel", max_retries=MAX_RETRIES)
+def cancel(self: Any, action_id: int, connect: str | None = None) -> str:
+    action = Action.objects.get(pk=action_id)
+    if not _claim(action):
+        return str(action.status)
+    try:
+        with cluster_store(_connect_string(action, connect)) as store:
+            run_cancel(action, store)
+    except Exception as exc:
+        logger.warning("cancel #%s: %s", action_id, exc)
+        if self.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
+            raise self.retry(exc=exc, countdown=2) from exc
+        _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
+    return str(action.status)

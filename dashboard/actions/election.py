@@ -115,10 +115,17 @@ class PartitionView:
     isr: tuple[int, ...] = ()
 
 
-def plan(scope: Scope, partitions: Mapping[TopicPartition, PartitionView], live: Collection[int]) -> Plan:
+def plan(
+    scope: Scope,
+    partitions: Mapping[TopicPartition, PartitionView],
+    live: Collection[int],
+    deleting: Collection[str] = (),
+) -> Plan:
     """The preferred election ``scope`` asks for, over ``partitions`` (every partition of the cluster,
-    or at least those in scope), with ``live`` the registered brokers. Raises ``ValueError`` when the
-    named topic or partition does not exist."""
+    or at least those in scope), with ``live`` the registered brokers and ``deleting`` the topics queued
+    for deletion (the controller answers INVALID_TOPIC_EXCEPTION for them, so they are blocked here).
+    Raises ``ValueError`` when the named topic or partition does not exist."""
+    doomed = frozenset(deleting)
     live_set = frozenset(live)
     if scope.kind in ("partition", "topic") and not any(tp.topic == scope.topic for tp in partitions):
         raise ValueError(f"unknown topic {scope.topic!r}")
@@ -141,7 +148,9 @@ def plan(scope: Scope, partitions: Mapping[TopicPartition, PartitionView], live:
             continue
         new_leader = preferred_replica_partition_leader_election(view.replicas, view.isr, live_set)
         reason = ""
-        if preferred is None:
+        if tp.topic in doomed:
+            reason = f"topic {tp.topic} is queued for deletion"
+        elif preferred is None:
             reason = "the partition has no replicas"
         elif new_leader is None:
             if preferred not in live_set:
@@ -174,4 +183,4 @@ def read_partitions(store: Any, topics: Sequence[str] | None = None) -> dict[Top
 
 def read_plan(store: Any, scope: Scope) -> Plan:
     topics = [scope.topic] if scope.kind in ("partition", "topic") else None
-    return plan(scope, read_partitions(store, topics), store.get_broker_ids())
+    return plan(scope, read_partitions(store, topics), store.get_broker_ids(), store.get_topic_deletions())

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from dashboard.actions import reassign_views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("clusters/<slug:name>/reassign/", reassign_views.reassign, name="reassign"),
+    path("clusters/<slug:name>/reassign/<int:pk>/", reassign_views.progress_page, name="reassign-progress"),
+    path("clusters/<slug:name>/reassign/<int:pk>/cancel/", reassign_views.cancel, name="reassign-cancel"),
+]

@@ -1,218 +1,164 @@
-"""Operator actions: the preferred election form (preview, reason, submit) and the audit pages."""
+"""Operator actions: the preferred election form (preview, reason, submit) and the audit pages.
+
+Permissions come from ``roles`` only; the JSON API (``api_ops``) calls the same helpers.
+"""
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import time
+import uuid
 from typing import Any, Final
 
-from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.actions import roles
-from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
-from dashboard.actions.models import Action, StateChange
-from dashboard.actions.zk import cluster_store
+from dashboard.actions import history, listing, roles
+from dashboard.actions.election_submit import (
+    MAX_REASON,
+    TASK_NAME,
+    ZooKeeperUnavailable,
+    compute_plan,
+    params_of,
+    reject,
+    submit,
+)
+from dashboard.actions.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)
 
-TASK_NAME: Final = "workers.actions.preferred_election"
-MAX_REASON: Final = 2000
-CSV_FIELDS: Final = (
-    "id", "created", "username", "cluster", "kind", "status", "reason", "parameters", "outcome", "error",
-    "duration_ms", "controller_epoch",
-)  # fmt: skip
+__all__ = ["MAX_REASON", "TASK_NAME", "action_detail", "action_list", "partition_history", "preferred_election"]
+SCOPES: Final = ("partition", "topic", "broker", "imbalanced")
+ACTION_FILTERS: Final = ("cluster", "kind", "status", "username", "q", "since", "until")
+HISTORY_FILTERS: Final = ("kind", "q", "since", "until")
 
 
-def _forbidden(request: HttpRequest, what: str) -> HttpResponse:
+def forbidden(request: HttpRequest, what: str) -> HttpResponse:
     return HttpResponseForbidden(f"Your role ({roles.role_of(request.user) or 'none'}) may not {what}.")
 
 
-def _record_rejection(request: HttpRequest, cluster: str, params: dict[str, Any], reason: str, error: str) -> Action:
-    return Action.objects.create(
-        user=request.user if request.user.is_authenticated else None,
-        username=request.user.get_username(),
-        cluster=cluster,
-        kind=Action.Kind.PREFERRED_ELECTION,
-        parameters=params,
-        reason=reason,
-        status=Action.Status.REJECTED,
-        error=error,
-    )
-
-
-def _compute(cluster: Cluster, scope: Scope) -> Plan:
-    with cluster_store(cluster.zookeeper_connect) as store:
-        return read_plan(store, scope)
-
-
+@require_http_methods(["GET", "POST"])
 def preferred_election(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     source = request.POST if request.method == "POST" else request.GET
-    params = {k: source.get(k, "") for k in ("scope", "topic", "partition", "broker")}
+    params = params_of(source)
     reason = str(request.POST.get("reason", "")).strip()
     if not roles.can_operate(request.user):
         if request.method == "POST":
-            _record_rejection(request, cluster.name, params, reason, "not allowed: operators only")
-        return _forbidden(request, "run preferred leader elections")
+            reject(request.user, cluster.name, params, reason[:MAX_REASON], "not allowed: operators only")
+        return forbidden(request, "run preferred leader elections")
     context: dict[str, Any] = {
         "cluster": cluster,
         "params": params,
         "reason": reason,
-        "scopes": ("partition", "topic", "broker", "imbalanced"),
+        "scopes": SCOPES,
+        "idempotency_key": uuid.uuid4().hex,
     }
-    if request.method == "GET" and not request.GET.get("scope"):
-        return render(request, "actions/preferred_election.html", context)
-    try:
-        scope = parse_scope(source)
-        plan = _compute(cluster, scope)
-    except ValueError as exc:
-        return _reject(request, cluster, params, reason, str(exc), context)
-    except Exception as exc:  # ZooKeeper unreachable, timeouts
-        logger.warning("preview on %s failed: %s", cluster.name, exc)
-        return _reject(
-            request, cluster, params, reason, f"could not read ZooKeeper: {exc.__class__.__name__} {exc}", context, 503
-        )
-    context.update(scope=scope, plan=plan)
-    if request.method == "GET" and request.GET.get("format") == "json":
-        return JsonResponse({"cluster": cluster.name, "scope": scope.as_dict(), **plan.as_dict()})
-    if request.method == "GET":
-        return render(request, "actions/preferred_election.html", context)
-    if not reason:
-        return _reject(request, cluster, params, reason, "a reason is required", context)
-    if len(reason) > MAX_REASON:
-        return _reject(
-            request, cluster, params, reason[:MAX_REASON], f"the reason is longer than {MAX_REASON} characters", context
-        )
-    if not plan.electable:
-        return _reject(
-            request,
-            cluster,
-            params,
-            reason,
-            "nothing to elect: no partition in scope can get its preferred leader",
-            context,
-        )
-    action = Action.objects.create(
-        user=request.user if request.user.is_authenticated else None,
-        username=request.user.get_username(),
-        cluster=cluster.name,
-        kind=Action.Kind.PREFERRED_ELECTION,
-        parameters=scope.as_dict(),
-        reason=reason,
-        preview=plan.as_dict(),
-        status=Action.Status.QUEUED,
-    )
-    from dashboard.celery import app
-
-    try:
-        result = app.send_task(TASK_NAME, args=[action.pk])
-    except Exception as exc:
-        Action.objects.filter(pk=action.pk).update(
-            status=Action.Status.FAILED, error=f"could not queue the task: {exc}"
-        )
-    else:
-        Action.objects.filter(pk=action.pk).update(task_id=result.id or "")
-    return redirect("actions:detail", pk=action.pk)
-
-
-def _reject(
-    request: HttpRequest,
-    cluster: Cluster,
-    params: dict[str, Any],
-    reason: str,
-    error: str,
-    context: dict[str, Any],
-    status: int = 400,
-) -> HttpResponse:
     if request.method == "POST":
-        _record_rejection(request, cluster.name, params, reason, error)
-    context["error"] = error
-    return render(request, "actions/preferred_election.html", context, status=status)
+        outcome = submit(request.user, cluster, request.POST, request.POST.get("idempotency_key", ""))
+        if outcome.action is not None:
+            return redirect("actions:detail", pk=outcome.action.pk)
+        context.update(error=outcome.error, scope=outcome.scope, plan=outcome.plan)
+        return render(request, "actions/preferred_election.html", context, status=outcome.status)
+    if not request.GET.get("scope"):
+        return render(request, "actions/preferred_election.html", context)
+    try:
+        scope, plan = compute_plan(cluster, request.GET)
+    except ValueError as exc:
+        context["error"] = str(exc)
+        return render(request, "actions/preferred_election.html", context, status=400)
+    except ZooKeeperUnavailable as exc:
+        context["error"] = str(exc)
+        return render(request, "actions/preferred_election.html", context, status=503)
+    if request.GET.get("format") == "json":
+        return JsonResponse({"cluster": cluster.name, "scope": scope.as_dict(), **plan.as_dict()})
+    context.update(scope=scope, plan=plan)
+    return render(request, "actions/preferred_election.html", context)
 
 
-def _filtered(request: HttpRequest) -> QuerySet[Action]:
-    qs = Action.objects.all()
-    for field in ("cluster", "kind", "status", "username"):
-        value = request.GET.get(field, "").strip()
-        if value:
-            qs = qs.filter(**{field: value})
-    query = request.GET.get("q", "").strip()
-    if query:
-        qs = qs.filter(reason__icontains=query)
-    return qs
-
-
-def action_list(request: HttpRequest) -> HttpResponse:
+@require_GET
+def action_list(request: HttpRequest) -> HttpResponseBase:
     if not roles.can_view(request.user):
-        return _forbidden(request, "read the audit history")
-    qs = _filtered(request)
-    if request.GET.get("format") == "csv":
-        return _csv(qs)
-    page = Paginator(qs, 50).get_page(request.GET.get("page"))
-    filters = {k: request.GET.get(k, "") for k in ("cluster", "kind", "status", "username", "q")}
-    query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
+        return forbidden(request, "read the audit history")
+    try:
+        fmt = listing.wanted_format(request)
+        since, until = listing.time_range(request.GET)
+    except ValueError as exc:
+        return listing.bad_request(str(exc), request.GET.get("format") == "json")
+    qs = history.actions(request.GET, since, until)
+    if fmt == "csv":
+        return listing.csv_response(
+            (history.action_row(a) for a in qs.iterator()), history.ACTION_FIELDS, f"actions-{int(time.time())}"
+        )
+    page = listing.page_of(qs, request, 50)
+    if fmt == "json":
+        return listing.json_page(page, action_json)
+    filters = {k: request.GET.get(k, "") for k in ACTION_FILTERS}
+    names = list(Cluster.objects.values_list("name", flat=True))
     return render(
         request,
         "actions/list.html",
         {
             "page": page,
             "filters": filters,
-            "query": query,
+            "query": listing.query_string(filters),
             "statuses": Action.Status.choices,
             "kinds": Action.Kind.choices,
-            "clusters": list(Cluster.objects.values_list("name", flat=True)) if roles.can_operate(request.user) else [],
+            "clusters": names if roles.can_operate(request.user) else [],
+            "cluster_names": names,
+            "can_administer": roles.can_administer(request.user),
         },
     )
 
 
-def _cell(value: Any) -> Any:
-    """A CSV cell; text that a spreadsheet would run as a formula is quoted with a leading '."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+def action_json(action: Action, with_changes: bool = False) -> dict[str, Any]:
+    """An action as the API and ``?format=json`` answer it; ``final`` tells a poller to stop."""
+    outcome = action.outcome or {}
+    journal = outcome.get("journal") or {}
+    data: dict[str, Any] = {
+        "id": action.pk,
+        "created": action.created.isoformat() if action.created else None,
+        "username": action.username,
+        "cluster": action.cluster,
+        "kind": action.kind,
+        "status": action.status,
+        "final": action.status not in (Action.Status.QUEUED, Action.Status.RUNNING),
+        "reason": action.reason,
+        "parameters": action.parameters,
+        "preview": action.preview,
+        "outcome": {k: v for k, v in outcome.items() if k != "journal"},
+        "partitions": outcome.get("partitions", []),
+        "batches": outcome.get("batches", []),
+        "batches_planned": len(journal.get("plan", [])) or None,
+        "error": action.error,
+        "started": action.started.isoformat() if action.started else None,
+        "finished": action.finished.isoformat() if action.finished else None,
+        "duration_ms": action.duration_ms,
+        "controller_epoch": action.controller_epoch,
+        "attempts": action.attempts,
+        "idempotency_key": action.idempotency_key,
+    }
+    if with_changes:
+        data["state_changes"] = [
+            listing.json_rows([history.change_row(c) | {"topic": c.topic, "partition": c.partition}])[0][0]
+            for c in action.state_changes.order_by("controller_epoch", "seq")[:1000]
+        ]
+    return data
 
 
-def _csv(qs: QuerySet[Action]) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="actions-{int(time.time())}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(CSV_FIELDS)
-    for a in qs.iterator():
-        row = []
-        for field in CSV_FIELDS:
-            value = getattr(a, field)
-            if field in ("parameters", "outcome"):
-                value = json.dumps(value, sort_keys=True)
-            elif field == "created":
-                value = value.isoformat()
-            row.append(_cell(value))
-        writer.writerow(row)
-    return response
-
-
+@require_GET
 def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if not roles.can_view(request.user):
-        return _forbidden(request, "read the audit history")
+        return forbidden(request, "read the audit history")
     action = get_object_or_404(Action, pk=pk)
     if request.GET.get("format") == "json":
-        fields = ("id", "username", "cluster", "kind", "status", "reason", "parameters", "preview", "outcome")
-        data: dict[str, Any] = {f: getattr(action, f) for f in fields}
-        data.update(
-            error=action.error,
-            created=action.created.isoformat(),
-            duration_ms=action.duration_ms,
-            controller_epoch=action.controller_epoch,
-        )
-        return JsonResponse(data)
+        return JsonResponse(action_json(action, with_changes=True))
     outcome = action.outcome or {}
+    changes = action.state_changes.order_by("controller_epoch", "seq")
     return render(
         request,
         "actions/detail.html",
@@ -223,38 +169,46 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "batches": outcome.get("batches", []),
             "parameters_json": json.dumps(action.parameters, indent=2, sort_keys=True),
             "live": action.status in (Action.Status.QUEUED, Action.Status.RUNNING),
+            "changes": changes[:500],
+            "changes_total": changes.count(),
         },
     )
 
 
-HISTORY_FIELDS: Final = (
-    "controller_epoch", "seq", "ts", "kind", "cause", "entity", "from_state", "to_state", "leader_before",
-    "leader_after", "leader_epoch_before", "leader_epoch_after", "isr_before", "isr_after", "error",
-)  # fmt: skip
-
-
-def partition_history(request: HttpRequest, name: str, topic: str, partition: int) -> HttpResponse:
+@require_GET
+def partition_history(request: HttpRequest, name: str, topic: str, partition: int) -> HttpResponseBase:
     """Every ingested state change of one partition (and its replicas), oldest first."""
     if not roles.can_view(request.user):
-        return _forbidden(request, "read the audit history")
-    qs = StateChange.objects.filter(cluster=name, topic=topic, partition=partition).order_by("controller_epoch", "seq")
-    if request.GET.get("format") == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}-{topic}-{partition}-history.csv"'
-        writer = csv.writer(response)
-        writer.writerow(HISTORY_FIELDS)
-        for change in qs.iterator():
-            values = [getattr(change, f) for f in HISTORY_FIELDS]
-            writer.writerow(
-                [
-                    "" if v is None else (v.isoformat() if f == "ts" else v)
-                    for f, v in zip(HISTORY_FIELDS, values, strict=True)
-                ]
-            )
-        return response
-    page = Paginator(qs, 100).get_page(request.GET.get("page"))
+        return forbidden(request, "read the audit history")
+    as_json = request.GET.get("format") == "json"
+    try:
+        fmt = listing.wanted_format(request)
+        since, until = listing.time_range(request.GET)
+    except ValueError as exc:
+        return listing.bad_request(str(exc), as_json)
+    kind = request.GET.get("kind", "").strip()
+    qs = history.partition_changes(
+        name, topic, partition, kind=kind, q=request.GET.get("q", ""), since=since, until=until
+    )
+    if fmt == "csv":
+        return listing.csv_response(
+            (history.change_row(c) for c in qs.iterator()),
+            history.CHANGE_EXPORT_FIELDS,
+            f"{name}-{topic}-{partition}-history",
+        )
+    page = listing.page_of(qs, request, 100)
+    if fmt == "json":
+        return listing.json_page(page, history.change_row, cluster=name, topic=topic, partition=partition)
+    filters = {k: request.GET.get(k, "") for k in HISTORY_FILTERS}
     return render(
         request,
         "actions/partition_history.html",
-        {"cluster_name": name, "topic": topic, "partition": partition, "page": page},
+        {
+            "cluster_name": name,
+            "topic": topic,
+            "partition": partition,
+            "page": page,
+            "filters": filters,
+            "query": listing.query_string(filters),
+        },
     )

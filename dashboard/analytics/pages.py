@@ -292,7 +292,16 @@ def reassignment_actions(f: Filters) -> list[dict[str, Any]]:
     actions = []
     for r in rows:
         ended = None if r["moving"] else r["ended"]
-        actions.append({**r, "ended": ended, "duration_s": (ended - r["started"]).total_seconds() if ended else None})
+        # "audit:<id>": the job matched the move to this operator action (workers/analytics/actions.py).
+        audit = r["action_id"].removeprefix("audit:") if r["action_id"].startswith("audit:") else ""
+        actions.append(
+            {
+                **r,
+                "ended": ended,
+                "duration_s": (ended - r["started"]).total_seconds() if ended else None,
+                "audit_id": int(audit) if audit.isdigit() else None,
+            }
+        )
     return actions
 
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("<slug:name>/brokers/<int:broker>/agent.json", agent.broker_agent, name="broker-agent"),
     path("<slug:name>/brokers/<int:broker>/diagram/", diagrams.broker_diagram, name="broker-diagram"),
     path("<slug:name>/topics/", pages.topic_list, name="topics"),
+    path("<slug:name>/topics.json", pages.topic_list_rows, name="topics-rows"),
     path("<slug:name>/topics/<str:topic>/", pages.topic_detail, name="topic"),
     path("<slug:name>/topics/<str:topic>/rows.json", pages.topic_rows, name="topic-rows"),
     path("<slug:name>/topics/<str:topic>/diagram/", diagrams.topic_diagram, name="topic-diagram"),

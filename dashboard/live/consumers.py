@@ -9,8 +9,14 @@ clusters or users without permission with 4403. Each subscription:
 3. reads the snapshot (counters and ``gen``/``seq`` in one Redis transaction) and sends it.
 
 Deltas that arrive between 2 and 3 are forwarded too; the browser drops those already in the
-snapshot by ``seq`` (protocol in ``dashboard/live/protocol.py``). Every forwarded message passes
-the permission re-check hook (at most every ``RECHECK_S``).
+snapshot by ``seq`` (protocol in ``dashboard/live/protocol.py``).
+
+Permissions (issue #10): every message the browser sends is checked against fresh database rows
+before it is acted on, so a user deactivated or stripped of the viewer role while the socket is
+open gets the next message refused and the socket closed (4403); forwarded server messages are
+re-checked at most every ``RECHECK_S``. Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``)
+and rate (``MAX_MESSAGES`` per ``MESSAGE_WINDOW_S``). Every refused or closed socket is audited
+(``REQUEST_REJECTED``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dashboard.clusters import layout
 from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
 from dashboard.live import groups, permissions
 from dashboard.live.scopes import Scope, parse_scope
+from dashboard.security.audit import record_socket_rejection
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +43,11 @@ INTEREST_TTL_S: Final = 60.0
 INTEREST_REFRESH_S: Final = 20.0
 CLOSE_UNAUTHENTICATED: Final = 4401
 CLOSE_FORBIDDEN: Final = 4403
+CLOSE_TOO_BIG: Final = 4413
+CLOSE_TOO_MANY: Final = 4429
+MAX_MESSAGE_BYTES: Final = 4096
+MAX_MESSAGES: Final = 60
+MESSAGE_WINDOW_S: Final = 10.0
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -49,11 +61,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.subscriptions = {}
         self._checked_at = 0.0
         self._interest_at = 0.0
+        self._window_start = time.monotonic()
+        self._window_count = 0
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
+            await self._audit("anonymous socket: log in first", CLOSE_UNAUTHENTICATED)
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         if not await database_sync_to_async(permissions.can_view_cluster)(user, self.cluster_name):
+            await self._audit(
+                f"no viewer access to cluster {self.cluster_name!r} (or no such cluster)", CLOSE_FORBIDDEN
+            )
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self._checked_at = time.monotonic()
@@ -71,6 +89,31 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.channel_layer.group_discard(groups.status(self.cluster_name), self.channel_name)
 
     # -- browser -> server ----------------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """Bound size and rate, re-check the user's rights on every message, then parse the JSON."""
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if size > MAX_MESSAGE_BYTES:
+            await self._refuse(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit", CLOSE_TOO_BIG)
+            return
+        now = time.monotonic()
+        if now - self._window_start > MESSAGE_WINDOW_S:
+            self._window_start, self._window_count = now, 0
+        self._window_count += 1
+        if self._window_count > MAX_MESSAGES:
+            await self._refuse(f"more than {MAX_MESSAGES} messages in {MESSAGE_WINDOW_S:g} s", CLOSE_TOO_MANY)
+            return
+        if not await self._recheck():
+            return
+        if text_data is None:
+            await self._error("messages must be JSON text")
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            await self._error("messages must be JSON objects")
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict):
             await self._error("messages must be JSON objects")
@@ -142,16 +185,33 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         except redis.RedisError as exc:  # entries expire on their own
             logger.warning("cannot drop live interest for %s: %s", self.cluster_name, exc)
 
-    # -- permission re-check hook ---------------------------------------------------------------
+    # -- permission re-checks ---------------------------------------------------------------------
     async def allowed(self) -> bool:
         """Re-check the user's right to view at most every ``RECHECK_S``; close the socket if gone."""
         if time.monotonic() - self._checked_at < permissions.RECHECK_S:
             return True
+        return await self._recheck(explain=False)
+
+    async def _recheck(self, explain: bool = True) -> bool:
+        """Ask the database now; on a revoked right, audit it and close the socket (4403).
+
+        ``explain``: answer the browser's message with the reason first (server pushes just close).
+        """
         ok = await database_sync_to_async(permissions.still_allowed)(self.scope.get("user"), self.cluster_name)
         self._checked_at = time.monotonic()
         if not ok:
-            await self.close(code=CLOSE_FORBIDDEN)
+            await self._refuse(f"access to cluster {self.cluster_name!r} was revoked", CLOSE_FORBIDDEN, explain)
         return bool(ok)
+
+    async def _refuse(self, reason: str, code: int, explain: bool = True) -> None:
+        if explain:
+            await self._error(reason)
+        await self._audit(reason, code)
+        await self.close(code=code)
+
+    async def _audit(self, reason: str, code: int) -> None:
+        path = str(self.scope.get("path", ""))
+        await database_sync_to_async(record_socket_rejection)(self.scope.get("user"), path, reason, code)
 
     # -- group events (server -> browser) -------------------------------------------------------
     async def live_delta(self, event: dict[str, Any]) -> None:

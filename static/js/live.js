@@ -353,6 +353,214 @@
     KcpLive.on("render", renderRows);
   }
 
+  // -- topics list: the visible page's rows stay live ------------------------------------------
+  // Cluster deltas say how many topic summaries changed (``topics_changed``), not which: the page
+  // refetches its one visible page (sorted, filtered and paginated on the server, so a topic that
+  // starts or stops matching the filter moves in or out) at most once per TOPICS_GAP_MS, one
+  // request at a time. A failover touching 2,000 topics therefore costs each viewer about one small
+  // request a second, never the whole topic list. Sort, filter, search and paging links fetch the
+  // same JSON and update the address bar instead of reloading the page.
+  var TOPICS_GAP_MS = 1000;
+  var TOPIC_COLUMNS = ["name", "partitions", "rf", "offline", "urp", "umi", "nonpref", "reassigning", "preferred_percent"];
+
+  function topicCellHtml(col, row) {
+    var v = row[col];
+    switch (col) {
+      case "name":
+        return '<a href="' + escapeHtml(row.url) + '">' + escapeHtml(row.name) + "</a>" +
+          (row.deleting ? ' <span class="badge bad">deleting</span>' : "");
+      case "offline": case "umi":
+        return v ? '<span class="badge bad">' + v + "</span>" : "0";
+      case "urp":
+        return v ? '<span class="badge warn">' + v + "</span>" : "0";
+      case "preferred_percent":
+        return v === null || v === undefined ? "–" : Number(v).toFixed(1) + "%";
+      default:
+        return String(v === null || v === undefined ? 0 : v);
+    }
+  }
+
+  function initTopics() {
+    var body = root.querySelector("[data-topics-body]");
+    var form = root.querySelector("[data-topics-form]");
+    var pagerBox = root.querySelector("[data-topics-pager]");
+    var totalEl = root.querySelector("[data-topics-total]");
+    var url = root.dataset.topicsUrl;
+    var pageUrl = root.dataset.topicsPage || location.pathname;
+    var search = location.search;
+    var dirty = false, inFlight = false, timer = null, lastFetch = 0, requestId = 0;
+    var sortLinks = root.querySelectorAll("a[data-sort]");
+    for (var i = 0; i < sortLinks.length; i++) {
+      sortLinks[i].setAttribute("data-label", sortLinks[i].textContent.replace(/ [▴▾]$/, ""));
+    }
+
+    function params() { return new URLSearchParams(search.replace(/^\?/, "")); }
+
+    function schedule() {
+      dirty = true;
+      if (inFlight || timer !== null) { return; }
+      timer = setTimeout(fetchNow, Math.max(0, lastFetch + TOPICS_GAP_MS - Date.now()));
+    }
+
+    function fetchNow() {
+      if (timer !== null) { clearTimeout(timer); timer = null; }
+      dirty = false;
+      inFlight = true;
+      lastFetch = Date.now();
+      var mine = ++requestId;
+      fetch(url + search, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+        .then(function (data) { if (mine === requestId) { applyTopics(data); } })
+        .catch(function () { /* logged out or server busy: the next delta or snapshot tries again */ })
+        .finally(function () {
+          if (mine !== requestId) { return; }
+          inFlight = false;
+          if (dirty) { schedule(); }
+        });
+    }
+
+    function setCell(td, html) {
+      if (td.__html === html) { return; }
+      var before = td.textContent;
+      td.innerHTML = html;
+      td.__html = html;
+      if (before !== td.textContent) {
+        td.classList.remove("flash");
+        void td.offsetWidth;
+        td.classList.add("flash");
+      }
+    }
+
+    function newRow(name) {
+      var tr = document.createElement("tr");
+      tr.setAttribute("data-topic", name);
+      TOPIC_COLUMNS.forEach(function (col) {
+        var td = document.createElement("td");
+        td.setAttribute("data-tcol", col);
+        if (col !== "name") { td.className = "num"; }
+        tr.appendChild(td);
+      });
+      return tr;
+    }
+
+    function applyTopics(data) {
+      var existing = {};
+      var trs = body.querySelectorAll("tr");
+      for (var i = 0; i < trs.length; i++) {
+        var name = trs[i].getAttribute("data-topic");
+        if (name !== null) { existing[name] = trs[i]; } else { body.removeChild(trs[i]); }
+      }
+      var rows = data.rows || [];
+      var wanted = [];
+      rows.forEach(function (row) {
+        var tr = existing[row.name] || newRow(row.name);
+        delete existing[row.name];
+        TOPIC_COLUMNS.forEach(function (col) { setCell(tr.querySelector('[data-tcol="' + col + '"]'), topicCellHtml(col, row)); });
+        wanted.push(tr);
+      });
+      for (var gone in existing) { if (Object.prototype.hasOwnProperty.call(existing, gone)) { body.removeChild(existing[gone]); } }
+      for (var j = 0; j < wanted.length; j++) {
+        if (body.children[j] !== wanted[j]) { body.insertBefore(wanted[j], body.children[j] || null); }
+      }
+      if (!rows.length) {
+        body.innerHTML = '<tr class="empty"><td colspan="9" class="muted">No topics match.</td></tr>';
+      }
+      if (totalEl) { setText(totalEl, String(data.total)); }
+      renderPager(data);
+      if (!rows.length && data.page > data.pages) {
+        // The filter shrank below this page (topics recovered): show the last page that exists.
+        var p = params();
+        p.set("page", String(data.pages));
+        go("?" + p.toString(), true);
+      }
+    }
+
+    function link(p, page) {
+      var q = new URLSearchParams(p.toString());
+      q.set("page", String(page));
+      return "?" + q.toString();
+    }
+
+    function renderPager(data) {
+      if (!pagerBox) { return; }
+      if (data.pages <= 1) { pagerBox.innerHTML = ""; return; }
+      var p = params();
+      pagerBox.innerHTML = '<nav class="pager">' +
+        (data.page > 1 ? '<a href="' + escapeHtml(link(p, data.page - 1)) + '">← previous</a>' : "") +
+        "<span>page " + data.page + " of " + data.pages + "</span>" +
+        (data.page < data.pages ? '<a href="' + escapeHtml(link(p, data.page + 1)) + '">next →</a>' : "") +
+        "</nav>";
+    }
+
+    function syncControls() {
+      var p = params();
+      var sort = p.get("sort") || "name";
+      var desc = p.get("dir") === "desc";
+      var only = p.get("only") || "";
+      for (var i = 0; i < sortLinks.length; i++) {
+        var a = sortLinks[i];
+        var key = a.getAttribute("data-sort");
+        var q = new URLSearchParams(p.toString());
+        q.delete("page");
+        q.set("sort", key);
+        q.set("dir", key === sort && !desc ? "desc" : "asc");
+        a.setAttribute("href", "?" + q.toString());
+        a.classList.toggle("active", key === sort);
+        a.textContent = a.getAttribute("data-label") + (key === sort ? (desc ? " ▾" : " ▴") : "");
+      }
+      if (!form) { return; }
+      if (form.elements.q && document.activeElement !== form.elements.q) { form.elements.q.value = p.get("q") || ""; }
+      if (form.elements.sort) { form.elements.sort.value = sort; }
+      if (form.elements.dir) { form.elements.dir.value = desc ? "desc" : "asc"; }
+      var radios = form.querySelectorAll('input[name="only"]');
+      for (var r = 0; r < radios.length; r++) {
+        radios[r].checked = radios[r].value === only;
+        radios[r].parentNode.classList.toggle("on", radios[r].value === only);
+      }
+    }
+
+    function go(newSearch, replace) {
+      search = newSearch === "?" ? "" : newSearch;
+      var target = pageUrl + search;
+      if (replace) { history.replaceState({ topics: search }, "", target); }
+      else { history.pushState({ topics: search }, "", target); }
+      syncControls();
+      requestId++; // an answer to the old query must not land after this one
+      inFlight = false;
+      fetchNow();
+    }
+
+    root.addEventListener("click", function (event) {
+      if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) { return; }
+      var a = event.target.closest ? event.target.closest("a[data-sort], [data-topics-pager] a") : null;
+      if (!a) { return; }
+      event.preventDefault();
+      go(a.getAttribute("href"), false);
+    });
+    if (form) {
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var q = new URLSearchParams();
+        new FormData(form).forEach(function (value, key) { if (value !== "") { q.append(key, String(value)); } });
+        go("?" + q.toString(), false);
+      });
+    }
+    window.addEventListener("popstate", function () {
+      search = location.search;
+      syncControls();
+      requestId++;
+      inFlight = false;
+      fetchNow();
+    });
+
+    KcpLive.on("delta", function (msg) { if ((msg.data || {}).topics_changed) { schedule(); } });
+    // Every snapshot (the first one too: changes may have landed between the page's render and
+    // the socket's subscription; later ones follow a reconnect, a gap or a mirror resync).
+    KcpLive.on("snapshot", schedule);
+    KcpLive.topics = { refresh: schedule, go: go };
+  }
+  if (page === "topics" && root.dataset.topicsUrl) { initTopics(); }
+
   if (root.querySelector("[data-agent-url]")) {
     var pollAgents = function () {
       var cells = root.querySelectorAll("[data-agent-url]");

@@ -18,11 +18,20 @@ Day 1 (2024-03-01)
              (elected 12:00:03, failover done 12:00:05) -> 5 s with nobody acting, 2 s failover
   23:00      broker 3 dies: payments-0 unclean election to 1 at 23:00:02 -> 2 s outage
   23:59      broker 1 dies with orders-0's ISR = {1}: leaderless from 23:59:00 ...
+  (operator actions, from the audit export: #105 asked at 03:59:59 for preferred elections of
+   orders-0 and orders-1 -> both elected, 1 s and 2 s later; #102 asked at 06:00:00 to move
+   orders-1 (finished 06:00:01, so a move starting 4 hours later is not its own); #101, by ann,
+   asked at 09:59:58 to move orders-1 -> its move, started 2 s later, 302 s from request to end)
 Day 2 (2024-03-02)
   00:01      ... until broker 1 is back and leads again -> 120 s outage across midnight
   06:00      payments-0 reassignment started, cancelled 06:10 (600 s)
+             (#103, by bob, asked at 05:59:59.500 -> 0.5 s to start)
+  07:00      (#106 asks for orders-1's preferred election: nothing follows -> 0 elected)
   08:00      controlled shutdown of broker 3: orders-1 -> 1
   09:00      orders-0 reassignment started, still running at the end
+             (#104 asked for it at 08:59:59 but was rejected -> not its action; the move keeps
+             the controller's request id)
+  (#107 moved orders-1 on cluster "beta": another cluster's action never matches)
 """
 
 from __future__ import annotations
@@ -214,6 +223,82 @@ def write_history(base: Path) -> None:
         f.write('{"ts":17093')
 
 
+def _action(
+    pk: int,
+    kind: str,
+    created: float,
+    partitions: list[tuple[str, int]],
+    *,
+    status: str = "succeeded",
+    user: str = "ann",
+    finished: float | None = None,
+    cluster: str = CLUSTER,
+) -> dict[str, Any]:
+    """One line of ``manage.py export_audit``'s output (``audit_export.action_line``)."""
+    return {
+        "id": pk,
+        "cluster": cluster,
+        "kind": kind,
+        "status": status,
+        "username": user,
+        "created_ms": created * 1000.0,
+        "started_ms": created * 1000.0,
+        "finished_ms": None if finished is None else finished * 1000.0,
+        "duration_ms": None,
+        "controller_epoch": 1,
+        "reason": "test",
+        "partitions": [{"topic": t, "partition": p, "replicas": None} for t, p in partitions],
+        "parameters": "{}",
+    }
+
+
+def audit_actions() -> list[dict[str, Any]]:
+    """The operator actions of the history above (see the module docstring), as exported lines."""
+    return [
+        _action(105, "preferred_election", at(D1, 3, 59, 59), [("orders", 0), ("orders", 1)]),
+        _action(102, "reassignment", at(D1, 6, 0), [("orders", 1)], finished=at(D1, 6, 0, 1), user="carl"),
+        _action(101, "reassignment", at(D1, 9, 59, 58), [("orders", 1)], finished=at(D1, 9, 59, 59)),
+        _action(103, "reassignment", at(D2, 5, 59, 59.5), [("payments", 0)], finished=at(D2, 5, 59, 59.8), user="bob"),
+        _action(106, "preferred_election", at(D2, 7, 0), [("orders", 1)]),
+        _action(104, "reassignment", at(D2, 8, 59, 59), [("orders", 0)], status="rejected"),
+        _action(107, "reassignment", at(D1, 9, 59, 59), [("orders", 1)], cluster="beta"),
+    ]
+
+
+def write_actions(base: Path) -> None:
+    """Write :func:`audit_actions` as ``manage.py export_audit`` would (one file per cluster and day)."""
+    for line in audit_actions():
+        day = datetime.fromtimestamp(line["created_ms"] / 1000.0, UTC).date()
+        path = base / line["cluster"] / f"actions-{day.isoformat()}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+
+def store_actions() -> None:
+    """Put :func:`audit_actions` in the audit table, as the dashboard would have recorded them."""
+    from dashboard.actions.models import Action
+
+    for line in audit_actions():
+        partitions = [
+            {"topic": p["topic"], "partition": p["partition"], "replicas": [1, 2]} for p in line["partitions"]
+        ]
+        electing = line["kind"] == "preferred_election"
+        Action.objects.create(
+            id=line["id"],
+            username=line["username"],
+            cluster=line["cluster"],
+            kind=line["kind"],
+            status=line["status"],
+            parameters={"scope": "topic", "topic": "orders"} if electing else {"partitions": partitions},
+            preview={"electable": partitions, "blocked": []} if electing else {},
+        )
+        Action.objects.filter(pk=line["id"]).update(
+            created=datetime.fromtimestamp(line["created_ms"] / 1000.0, UTC),
+            finished=None if line["finished_ms"] is None else datetime.fromtimestamp(line["finished_ms"] / 1000.0, UTC),
+        )
+
+
 # --- fixtures ----------------------------------------------------------------------------------------
 
 
@@ -235,15 +320,22 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("audit")
+    write_actions(base)
+    return base
+
+
 def _config(history: Path, output: Path, since: date, until: date, **kw: Any) -> JobConfig:
     return JobConfig(input_dir=history, output_dir=output, since=since, until=until, now_ms=AFTER_BOTH_DAYS_MS, **kw)
 
 
 @pytest.fixture(scope="module")
-def both_days(spark: SparkSession, history: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run over both days; returns its run directory."""
+def both_days(spark: SparkSession, history: Path, audit: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run over both days, with the audit export; returns its run directory."""
     output = tmp_path_factory.mktemp("results")
-    result = run(_config(history, output, D1, D2), spark)
+    result = run(_config(history, output, D1, D2, actions_dir=audit), spark)
     assert result.records > 40 and result.checkpoint
     return Path(result.output)
 
@@ -398,6 +490,54 @@ def test_it_times_reassignments_per_partition_and_action(spark: SparkSession, bo
     ]
 
 
+def test_it_attributes_reassignments_to_the_operator_action_that_asked(spark: SparkSession, both_days: Path) -> None:
+    rows = by(table(spark, both_days, "reassignments"), "topic", "partition")
+    orders1, payments0, orders0 = rows[("orders", 1)], rows[("payments", 0)], rows[("orders", 0)]
+    # #101, not #102 (its request was written 4 hours before the move) nor beta's #107.
+    assert (orders1["audit_action_id"], orders1["requested_by"], orders1["requested_partitions"]) == (101, "ann", 1)
+    assert orders1["requested_ms"] == pytest.approx(ms(D1, 9, 59, 58))
+    assert orders1["start_delay_ms"] == pytest.approx(2_000.0)
+    assert (payments0["audit_action_id"], payments0["requested_by"]) == (103, "bob")
+    assert payments0["start_delay_ms"] == pytest.approx(500.0)
+    # #104 was rejected: it never reached ZooKeeper, so the move is nobody's in the audit.
+    assert (orders0["audit_action_id"], orders0["requested_by"], orders0["start_delay_ms"]) == (None, None, None)
+
+    actions = by(table(spark, both_days, "reassignment_actions"), "action_id")
+    first = actions["audit:101"]
+    assert (first["audit_action_id"], first["requested_by"], first["partitions"], first["completed"]) == (
+        101,
+        "ann",
+        1,
+        1,
+    )
+    assert (first["started_ms"], first["ended_ms"]) == (ms(D1, 10, 0), ms(D1, 10, 5))
+    assert first["duration_ms"] == pytest.approx(300_000.0)
+    assert first["start_delay_ms"] == pytest.approx(2_000.0)
+    assert first["request_to_end_ms"] == pytest.approx(302_000.0)
+    cancelled = actions["audit:103"]
+    assert (cancelled["cancelled"], cancelled["request_to_end_ms"]) == (1, pytest.approx(600_500.0))
+    unmatched = [a for a in actions.values() if a["audit_action_id"] is None]
+    assert [(a["partitions"], a["in_progress"], a["requested_by"]) for a in unmatched] == [(1, 1, None)]
+    assert not unmatched[0]["action_id"].startswith("audit:")
+
+
+def test_it_counts_preferred_elections_per_operator_action(spark: SparkSession, both_days: Path) -> None:
+    actions = by(table(spark, both_days, "election_actions"), "audit_action_id")
+    assert set(actions) == {105, 106}
+    asked = actions[105]
+    assert (asked["requested_by"], asked["requested_partitions"], asked["elected"]) == ("ann", 2, 2)
+    assert (asked["first_election_ms"], asked["last_election_ms"]) == (ms(D1, 4, 0, 0), ms(D1, 4, 0, 1))
+    assert (asked["first_delay_ms"], asked["last_delay_ms"]) == (pytest.approx(1_000.0), pytest.approx(2_000.0))
+    # A controlled-shutdown election of the same partition is not the preferred election asked for.
+    none = actions[106]
+    assert (none["requested_partitions"], none["elected"], none["first_delay_ms"], none["last_delay_ms"]) == (
+        1,
+        0,
+        None,
+        None,
+    )
+
+
 def test_it_ranks_flapping_partitions_per_day(spark: SparkSession, both_days: Path) -> None:
     rows = {
         (r["day"], r["rank"]): (r["topic"], r["partition"], r["shrinks"], r["expands"], r["flaps"])
@@ -516,10 +656,12 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
     # The whole pipeline as a task runs it: compact both (closed) days, compute from Parquet, load.
     input_dir = tmp_path / "log"
     shutil.copytree(history, input_dir)
+    store_actions()  # exported by the pipeline below, then matched exactly as the hand-written export
     pipeline = runner.PipelineSettings(
         input_dir=input_dir,
         output_dir=tmp_path / "results",
         compacted_dir=tmp_path / "compacted",
+        audit_dir=tmp_path / "audit",
         master="local[2]",
         driver_memory="1g",
         compact=True,
@@ -539,12 +681,17 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
         "leader_counts",
         "failovers",
         "reassignments",
+        "reassignment_actions",
+        "election_actions",
         "isr_flapping",
     ):
         assert sorted(map(repr, table(spark, from_parquet, name))) == sorted(
             map(repr, table(spark, both_days, name))
         ), name
     assert _counts() == first  # the same days again: replaced, not duplicated
+    exported = sorted((tmp_path / "audit" / CLUSTER).iterdir())
+    assert [p.name for p in exported] == ["actions-2024-03-01.jsonl", "actions-2024-03-02.jsonl"]
+    assert M.Reassignment.objects.get(cluster=CLUSTER, topic="orders", partition=1).action_id == "audit:101"
 
     interval = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="payments", started_at__hour=2)
     assert interval.duration_s == pytest.approx(1800.5) and interval.cause_broker == 3
@@ -602,6 +749,8 @@ def test_the_pages_show_the_loaded_results(loaded: None, viewer: Client) -> None
         assert response.status_code == 200, slug
         assert expected in response.content, slug
         assert b'id="chart-config"' in response.content and b"chart.umd.min.js" in response.content
+    # A move matched to an operator action links to its audit record.
+    assert b'href="/actions/101/">action #101</a>' in viewer.get("/analytics/reassignments/", QUERY).content
     csv_response = viewer.get("/analytics/outages.csv", QUERY)
     body = b"".join(csv_response.streaming_content).decode()  # type: ignore[attr-defined]
     lines = body.strip().splitlines()

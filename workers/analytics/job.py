@@ -4,7 +4,8 @@ Run it as ``spark-submit workers/analytics/job.py --input DIR --output DIR [--si
 (on ``local[*]`` or any master), through ``manage.py run_analytics`` or from Python with
 :func:`run`. It imports no Django: on a cluster the executors need nothing but Spark.
 
-Input: ``<input>/<cluster>/state-change-YYYY-MM-DD.jsonl`` (the controller's daily files) or, for a
+Input: the operator actions exported from the audit table (``--actions``, see ``actions.py``) and
+``<input>/<cluster>/state-change-YYYY-MM-DD.jsonl`` (the controller's daily files) or, for a
 day ``compaction`` has already converted, ``<compacted>/cluster=<cluster>/date=<day>/``. Output:
 ``<output>/runs/<since>_<until>/<table>/cluster=<cluster>/*.parquet`` plus a manifest per cluster
 that ``load`` reads, and a checkpoint (``<output>/_state/``) of every partition's state at the end of
@@ -48,6 +49,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from workers.analytics import actions as A
 from workers.analytics import records as R
 from workers.analytics import transforms as X
 
@@ -71,6 +73,7 @@ TABLES = (
     "failovers",
     "reassignments",
     "reassignment_actions",
+    "election_actions",
     "isr_flapping",
 )
 
@@ -109,6 +112,7 @@ class JobConfig:
     until: date
     clusters: tuple[str, ...] = ()
     compacted_dir: Path | None = None
+    actions_dir: Path | None = None
     flapping_top: int = 100
     now_ms: int | None = None
 
@@ -473,6 +477,16 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
         brokers = keep(X.known_brokers(special, deltas, seeds["brokers"]))
         counts = keep(X.leader_counts(deltas, brokers, window))
         moved = X.overlapping(pairs, window, "started_ms", "ended_ms")
+        # The operator actions (audit export): who asked for each move, and elections per action.
+        exported = A.read_actions(spark, config.actions_dir, names)
+        moved = keep(A.attribute_reassignments(moved, exported))
+        action_elections = A.election_actions(
+            X.rare(special, R.KIND_ELECTION).where(F.col("strategy") == A.STRATEGY_PREFERRED), exported
+        )
+        action_elections = action_elections.where(
+            (F.col("requested_ms") >= F.lit(float(window.start_ms)))
+            & (F.col("requested_ms") < F.lit(float(window.end_ms)))
+        )
 
         # 4. Every table, in parallel.
         tables: dict[str, DataFrame] = {
@@ -489,6 +503,7 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
             "failovers": X.failovers(special, epochs, window),
             "reassignments": moved,
             "reassignment_actions": X.reassignment_actions(moved),
+            "election_actions": action_elections,
             "isr_flapping": X.with_dates(X.isr_flapping(days, window, config.flapping_top)),
         }
         writer = _Writer(spark, config, names)
@@ -630,6 +645,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", type=Path, required=True, help="base directory with one sub-directory per cluster")
     parser.add_argument("--output", type=Path, required=True, help="results directory")
     parser.add_argument("--compacted", type=Path, help="compacted Parquet directory (see compaction.py)")
+    parser.add_argument(
+        "--actions", type=Path, help="exported operator actions (manage.py export_audit): <dir>/<cluster>/*.jsonl"
+    )
     parser.add_argument("--since", help="first day, YYYY-MM-DD (default: yesterday, UTC)")
     parser.add_argument("--until", help="last day, YYYY-MM-DD (default: --since)")
     parser.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
@@ -649,6 +667,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         until=until,
         clusters=tuple(args.cluster),
         compacted_dir=args.compacted,
+        actions_dir=args.actions,
         flapping_top=args.flapping_top,
     )
 

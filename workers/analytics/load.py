@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 
 from dashboard.analytics import models as M
 from workers.analytics.job import MANIFESTS_DIR, RUNS_DIR, JobInputError
+from workers.analytics.transforms import AUDIT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -229,6 +230,7 @@ TABLES: tuple[_Table, ...] = (
             "topic",
             "partition",
             "action_id",
+            "audit_action_id",
             "started_ms",
             "ended_ms",
             "duration_ms",
@@ -240,7 +242,10 @@ TABLES: tuple[_Table, ...] = (
             cluster=c,
             topic=r.topic,
             partition=r.partition,
-            action_id=(r.action_id or "")[:64],
+            # The audit Action this move was matched to ("audit:<id>"), else the controller's request id.
+            action_id=(f"{AUDIT_PREFIX}{r.audit_action_id}" if r.audit_action_id is not None else r.action_id or "")[
+                :64
+            ],
             started_at=_at(r.started_ms),
             ended_at=_dt(r.ended_ms),
             duration_s=_s(r.duration_ms),

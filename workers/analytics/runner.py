@@ -9,6 +9,7 @@ Settings (Django setting if defined, else environment variable, else the default
 |---|---|
 | ``ANALYTICS_OUTPUT_DIR`` | ``<VAR_DIR>/analytics/results`` |
 | ``ANALYTICS_COMPACTED_DIR`` | ``<VAR_DIR>/analytics/compacted`` |
+| ``ANALYTICS_AUDIT_DIR`` | ``<VAR_DIR>/analytics/audit``: the exported operator actions |
 | ``ANALYTICS_SPARK_MASTER`` | ``local[*]`` |
 | ``ANALYTICS_SPARK_DRIVER_MEMORY`` | ``4g`` (a local run's whole heap) |
 | ``ANALYTICS_COMPACT`` | ``1``: compact closed days before each run |
@@ -31,6 +32,7 @@ from django.conf import settings
 from django.utils import timezone
 from pyspark.sql import SparkSession
 
+from dashboard.analytics import audit_export
 from dashboard.analytics.models import AnalyticsRun
 from dashboard.lib.env import env_bool, env_int, env_str
 from workers.analytics import compaction, load
@@ -47,6 +49,7 @@ class PipelineSettings:
     input_dir: Path
     output_dir: Path
     compacted_dir: Path
+    audit_dir: Path
     master: str
     driver_memory: str
     compact: bool
@@ -64,6 +67,7 @@ class PipelineSettings:
             "input_dir": Path(settings.STATE_CHANGE_LOG_DIR),
             "output_dir": Path(setting("ANALYTICS_OUTPUT_DIR", str(var / "analytics" / "results"))),
             "compacted_dir": Path(setting("ANALYTICS_COMPACTED_DIR", str(var / "analytics" / "compacted"))),
+            "audit_dir": audit_export.default_audit_dir(),
             "master": setting("ANALYTICS_SPARK_MASTER", "local[*]"),
             "driver_memory": setting("ANALYTICS_SPARK_DRIVER_MEMORY", "4g"),
             "compact": getattr(settings, "ANALYTICS_COMPACT", None)
@@ -119,8 +123,9 @@ def execute(
 ) -> AnalyticsRun:
     """Run ``run`` end to end and leave its row succeeded or failed (never running).
 
-    Steps: 1. claim the row; 2. compact closed days (optional); 3. compute; 4. load, one
-    transaction per cluster. ``spark`` is stopped at the end only if this function started it.
+    Steps: 1. claim the row; 2. export the audit table (operator actions) up to the window's end;
+    3. compact closed days (optional); 4. compute; 5. load, one transaction per cluster. ``spark`` is
+    stopped at the end only if this function started it.
     """
     pipeline = pipeline or PipelineSettings.from_django()
     refusal = _claim(run, pipeline.stale_run_s)
@@ -145,11 +150,15 @@ def execute(
             until=run.until,
             clusters=tuple(run.cluster_list),
             compacted_dir=pipeline.compacted_dir,
+            actions_dir=pipeline.audit_dir,
             flapping_top=pipeline.flapping_top,
         )
         discover(config)  # bad input fails here, before a JVM starts
         if spark is None:
             spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory)
+        # Every action, not just the window's: a reassignment started last week may end today.
+        exported = audit_export.export_actions(pipeline.audit_dir, None, run.cluster_list)
+        progress(0.01, exported.describe())
         if pipeline.compact:
             progress(0.02, "compacting closed days to Parquet")
             done = compaction.compact(

@@ -781,15 +781,26 @@ def reassignments(rows: DataFrame) -> DataFrame:
     )
 
 
+AUDIT_PREFIX = "audit:"
+
+
 def reassignment_actions(rows: DataFrame) -> DataFrame:
     """Per action (one request, many partitions): partitions, outcome counts, start, end, duration.
 
     ``ended_ms`` is the last partition's end, and null while any partition is still moving.
     """
     open_count = F.sum(F.when(F.col("status") == "in_progress", 1).otherwise(0))
+    # An operator action matched from the audit export (``actions.attribute_reassignments``) is the
+    # request; without one, the controller's own request id groups the partitions.
+    audit = F.col("audit_action_id")
+    key = F.when(audit.isNotNull(), F.concat(F.lit(AUDIT_PREFIX), audit.cast("string"))).otherwise(F.col("action_id"))
     return (
-        rows.groupBy("cluster", "action_id")
+        rows.groupBy("cluster", key.alias("action_id"))
         .agg(
+            F.first(audit, ignorenulls=True).alias("audit_action_id"),
+            F.first("requested_by", ignorenulls=True).alias("requested_by"),
+            F.first("requested_ms", ignorenulls=True).alias("requested_ms"),
+            F.first("requested_partitions", ignorenulls=True).alias("requested_partitions"),
             F.count(F.lit(1)).alias("partitions"),
             F.sum(F.when(F.col("status") == R.PHASE_COMPLETED, 1).otherwise(0)).alias("completed"),
             F.sum(F.when(F.col("status") == R.PHASE_CANCELLED, 1).otherwise(0)).alias("cancelled"),
@@ -804,6 +815,8 @@ def reassignment_actions(rows: DataFrame) -> DataFrame:
         )
         .drop("last_end_ms")
         .withColumn("duration_ms", F.col("ended_ms") - F.col("started_ms"))
+        .withColumn("start_delay_ms", F.col("started_ms") - F.col("requested_ms"))
+        .withColumn("request_to_end_ms", F.col("ended_ms") - F.col("requested_ms"))
     )
 
 

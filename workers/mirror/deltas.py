@@ -68,6 +68,11 @@ class DeltaBuilder:
             cluster_data["controller"] = ch.controller
         if ch.admin:
             cluster_data["admin"] = ch.admin
+        touched = len(set(ch.topic_counts) | set(ch.topics) | set(ch.removed_topics))
+        if touched:
+            # How many topic summaries changed, not which: the topics page refetches its visible
+            # rows (sorted and filtered on the server) instead of every viewer receiving 2,000 names.
+            cluster_data["topics_changed"] = touched
         out.append((groups.cluster(self.cluster), self._envelope(CLUSTER, seq, cluster_data)))
 
         rows_by_topic: dict[str, list[layout.PartitionRow]] = defaultdict(list)

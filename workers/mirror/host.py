@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 import redis
 from django.conf import settings
-from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
+from controller_core.zk.client import ZkSecurity, new_client
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from workers.mirror.lease import RedisLease
@@ -113,9 +113,10 @@ class MirrorHost:
             client.close()
 
     def _lead(self, cluster: Cluster, client: redis.Redis, lease: RedisLease, period: float) -> None:
-        zk = KazooClient(
-            hosts=cluster.zookeeper_connect,
+        zk = new_client(  # authenticated per ZOOKEEPER_AUTH (controller_core.zk.client)
+            cluster.zookeeper_connect,
             timeout=float(settings.ZOOKEEPER_SESSION_TIMEOUT_S),
+            security=ZkSecurity.parse(settings.ZOOKEEPER_AUTH, settings.ZOOKEEPER_ACL),
             connection_retry=KazooRetry(max_tries=-1, max_delay=2.0),
             command_retry=KazooRetry(max_tries=3, max_delay=1.0),
         )

@@ -145,6 +145,8 @@ class Mirror:
         self.gen = ""
         self.resyncs = 0
         self.zk_state = KazooState.CONNECTED if zk.connected else KazooState.LOST
+        # kazoo drops every watch when the connection drops, even when the session survives.
+        self._watches_dropped = False
         self.synced_at_ms = 0
         self.last_flush_lag_ms = 0.0
         self.stream_lag_ms = 0.0
@@ -160,8 +162,9 @@ class Mirror:
         self._sweep: deque[TopicPartition] = deque()
         # Partitions to re-read soon, deduplicated, read a chunk per loop turn so the loop stays live.
         self._pending_reads: dict[TopicPartition, None] = {}
-        # Rows to re-derive after a broker change, a chunk per loop turn.
-        self._refresh_queue: deque[str] = deque()
+        # Rows to re-derive after a broker change, a chunk per loop turn (ordered, deduplicated: a
+        # row the controller's stream rewrites first is dropped from it, see ``_apply_stream``).
+        self._refresh_queue: dict[str, None] = {}
         self._next_heartbeat = 0.0
         self._next_sweep = 0.0
         self._next_gc = 0.0
@@ -292,6 +295,13 @@ class Mirror:
         if state == KazooState.LOST:
             # Watches died with the session and changes may have been missed: rebuild on reconnect.
             self._request_resync("ZooKeeper session lost")
+        elif state == KazooState.SUSPENDED:
+            self._watches_dropped = True
+        elif state == KazooState.CONNECTED and self._watches_dropped:
+            # Same session, but kazoo discarded every watch on the drop (firing them with no path):
+            # without a resync the mirror would never hear of a new topic or broker again.
+            self._watches_dropped = False
+            self._request_resync("ZooKeeper connection lost (watches dropped)")
         self.heartbeat()
 
     def _load_controller(self) -> None:
@@ -305,22 +315,26 @@ class Mirror:
 
     def _load_brokers(self) -> None:
         before = self.state.live
-        self._refresh_queue.extend(self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True))
+        self._refresh_queue.update(
+            dict.fromkeys(self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True))
+        )
         changed = before ^ self.state.live
         if not changed:
             return
         affected: set[str] = set()
         for broker in changed:
             affected |= self.state.hosting.get(broker, set())
-        partitions = [_tp(m) for m in affected]
         if self.config.mode == OBSERVED:
+            partitions = [_tp(m) for m in affected]
             self._reread(partitions)
             self._schedule_followups(partitions)
         else:
             # The controller's stream reports the elections and ISR shrinks this causes; one late
             # look at what still looks leaderless catches a controller that is down or lost records.
+            # (Member names are kept as they are: parsing 50,000 of them here would delay the
+            # stream's first records of the failover, which is what the page is waiting for.)
             for delay in self.config.managed_followups:
-                self._at(delay, functools.partial(self._reread_unresolved, partitions))
+                self._at(delay, functools.partial(self._reread_unresolved, affected))
 
     def _load_topic_names(self) -> None:
         new = self.state.set_topic_names(zksource.read_topic_names(self.zk, self._on_watch))
@@ -363,9 +377,14 @@ class Mirror:
             return
         self.state.apply_records(event.records)
         self.stream_id = event.last_id
+        refresh = self._refresh_queue
         for rec in event.records:
             if rec.get("leader_after") is not None and rec.get("topic") is not None:
                 self._confirm.add(TopicPartition(str(rec["topic"]), int(rec["partition"])))
+            if refresh and rec.get("topic") is not None and rec.get("partition") is not None:
+                # Committing a record re-derived and recounted the row with the current brokers:
+                # the refresh a broker change queued for it would only repeat that work.
+                refresh.pop(layout.member(str(rec["topic"]), int(rec["partition"])), None)
         if event.records:
             ts = event.records[-1].get("ts")
             if isinstance(ts, int | float):
@@ -388,14 +407,11 @@ class Mirror:
         """Queue state znodes to read; ``_read_some`` reads them a chunk per loop turn."""
         self._pending_reads.update(dict.fromkeys(partitions))
 
-    def _reread_unresolved(self, partitions: list[TopicPartition]) -> None:
+    def _reread_unresolved(self, members: Iterable[str]) -> None:
         live = self.state.live
         rows = self.state.partitions
         self._reread(
-            tp
-            for tp in partitions
-            if (row := rows.get(layout.member(tp.topic, tp.partition))) is not None
-            and (row.derived or row.leader not in live)
+            _tp(m) for m in members if (row := rows.get(m)) is not None and (row.derived or row.leader not in live)
         )
 
     def _read_now(self, partitions: list[TopicPartition]) -> None:
@@ -426,9 +442,14 @@ class Mirror:
 
     def _sweep_some(self) -> None:
         """One chunk of background work: re-derivations, then queued re-reads, then the sweep."""
-        if self._refresh_queue:
+        if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
+            # In a managed cluster the controller's records come first: they carry what the page
+            # is waiting for, and each one makes a queued refresh of its row unnecessary.
             queue_ = self._refresh_queue
-            self.state.refresh([queue_.popleft() for _ in range(min(self.config.refresh_chunk, len(queue_)))])
+            members = list(itertools.islice(queue_, self.config.refresh_chunk))
+            for m in members:
+                del queue_[m]
+            self.state.refresh(members)
             return
         if self._pending_reads:
             pending = self._pending_reads
@@ -547,29 +568,40 @@ class Mirror:
         watched = self._watched_scopes(now)
         messages = self.builder.build(changes, seq, watched)
         lag_ms = (now - first) * 1000.0 if first is not None else 0.0
+        published_at: list[float] = []
+
+        def publish() -> None:
+            # Once counters and seq are stored: the page's wait ends here, the rows follow.
+            self.seq = seq
+            published_at.append(self.clock())
+            self.publisher.publish(messages)
+
         try:
             if self.writer.meta_gen() != self.gen:
                 # Redis restarted or was flushed since the last heartbeat: deltas would land in an
                 # empty snapshot. Rebuild the whole thing instead.
                 self._request_resync("Redis lost the snapshot")
                 return
-            self.writer.write_changes(changes, {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)})
+            self.writer.write_changes(
+                changes, {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)}, before_rows=publish
+            )
         except redis.RedisError as exc:
             # The snapshot in Redis now misses these changes: rebuild it once Redis answers again.
             self._request_resync(f"Redis write failed: {exc}")
             return
-        self.seq = seq
+        if not published_at:
+            publish()
         self.last_flush_lag_ms = lag_ms
         self.flushes += 1
-        written = self.clock()
-        self.publisher.publish(messages)
+        written = published_at[0]
         if len(changes.rows) >= 1000:
             # Rows replaced in a storm are new long-lived objects: move them out of the cyclic
             # collector's way now (a gen-2 pass over 10^5 rows stalls the loop for ~1 s).
             gc.freeze()
         if len(changes.rows) >= 1000:
             logger.info(
-                "mirror of %s: seq %d carried %d rows (%d messages); lag %.0f ms, build+write %.0f ms, publish %.0f ms",
+                "mirror of %s: seq %d carried %d rows (%d messages); lag %.0f ms, "
+                "build+counters %.0f ms, publish+rows %.0f ms",
                 self.cluster,
                 seq,
                 len(changes.rows),

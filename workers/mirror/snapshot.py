@@ -1,6 +1,6 @@
 """Write the mirror's snapshot to Redis: incremental flushes and whole rewrites.
 
-Why one ``MULTI`` per flush: a page reads the counters and the ``seq`` together; if it could see the
+Why a ``MULTI`` for the counters and ``seq`` of a flush: a page reads them together; if it could see the
 counters of flush 12 with the ``seq`` of flush 11 it would apply delta 12 twice (harmless, values
 are absolute) or, worse, see the ``seq`` of 12 with counters of 11 and never get them. Commands are
 grouped by key (one ``HSET`` with every changed row, one ``ZADD`` per state set), so a flush of
@@ -14,7 +14,7 @@ a half-built snapshot.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import redis
@@ -47,21 +47,32 @@ class SnapshotWriter:
         self.client = client
         self.cluster = cluster
 
-    def write_changes(self, ch: ChangeSet, meta: Mapping[str, Any]) -> None:
+    def write_changes(
+        self, ch: ChangeSet, meta: Mapping[str, Any], before_rows: Callable[[], None] | None = None
+    ) -> None:
+        """Write one flush: counters, summaries and ``seq`` in one ``MULTI``, rows and state sets in a second.
+
+        ``before_rows`` runs between the two (the mirror publishes the flush's deltas there): what a
+        page shows live is counters, so their write is all the browser waits for, while the rows of a
+        failover storm (thousands of JSON rows and state-set moves) follow at once on the same
+        connection, before any page can react to the delta by reading rows. Rows are encoded before
+        the first transaction so that the second one is sent right after the callback.
+        """
         c = self.cluster
-        pipe = self.client.pipeline(transaction=True)
+        rows = self.client.pipeline(transaction=True)
         if ch.rows:
             encoded = [(m, layout.encode_row(row)) for m, row in ch.rows.items()]
             for part in _chunks(encoded):
-                pipe.hset(layout.partitions_key(c), mapping=_m(dict(part)))
+                rows.hset(layout.partitions_key(c), mapping=_m(dict(part)))
         for part in _chunks(ch.removed_rows):
-            pipe.hdel(layout.partitions_key(c), *part)
+            rows.hdel(layout.partitions_key(c), *part)
         for key, members in ch.zrem.items():
             for part in _chunks(members):
-                pipe.zrem(key, *part)
+                rows.zrem(key, *part)
         for key, members in ch.zadd.items():
             for part in _chunks(members):
-                pipe.zadd(key, dict.fromkeys(part, 0))
+                rows.zadd(key, dict.fromkeys(part, 0))
+        pipe = self.client.pipeline(transaction=True)
         if ch.counts:
             pipe.hset(layout.counts_key(c), mapping=_m(ch.counts))
         if ch.topics:
@@ -79,6 +90,10 @@ class SnapshotWriter:
                 pipe.hset(layout.admin_key(c), name, _json(value))
         pipe.hset(layout.meta_key(c), mapping=_m(_meta(meta)))
         pipe.execute()
+        if before_rows is not None:
+            before_rows()
+        if len(rows):
+            rows.execute()
 
     def write_full(self, state: MirrorState, meta: Mapping[str, Any]) -> None:
         """Replace every mirror key of the cluster by ``state`` (one transaction)."""

@@ -166,12 +166,15 @@ class MirrorState:
             self._diff_membership(ch, m, old, None)
         pos, neg, gauges = self._pos, self._neg, self._gauges
         ch.counts = {k: gauges[k] if k in gauges else pos[k] - neg[k] for k in self._dirty_counts}
+        # One count per dirty topic, shared by its counters and its summary (a failover dirties
+        # every topic, and each count copies two counters).
+        computed: dict[str, Counter[str]] = {}
         for topic, keys in self._dirty_topic_counts.items():
-            tc = self.topic_count(topic) if topic in self._tpos else None
-            ch.topic_counts[topic] = {k: (tc.get(k, 0) if tc else 0) for k in keys}
+            tc = computed[topic] = self.topic_count(topic) if topic in self._tpos else Counter()
+            ch.topic_counts[topic] = {k: tc.get(k, 0) for k in keys}
         for topic in self._dirty_topics | set(self._dirty_topic_counts):
             if topic in self.topics:
-                ch.topics[topic] = self.topic_summary(topic)
+                ch.topics[topic] = self.topic_summary(topic, computed.get(topic))
         ch.removed_topics = sorted(t for t in self._removed_topics if t not in self.topics)
         ch.brokers = {b: self.brokers[b] for b in self._dirty_brokers if b in self.brokers}
         ch.removed_brokers = sorted(b for b in self._removed_brokers if b not in self.brokers)
@@ -550,9 +553,9 @@ class MirrorState:
         self._removed_topics.add(topic)
         self._set_gauge(TOPICS, len(self.topics))
 
-    def topic_summary(self, topic: str) -> str:
+    def topic_summary(self, topic: str, counts: Counter[str] | None = None) -> str:
         info = self.topics[topic]
-        tc = self.topic_count(topic)
+        tc = counts if counts is not None else self.topic_count(topic)
         rf = 0
         for p in info.partitions:
             row = self.partitions.get(layout.member(topic, p))

@@ -6,6 +6,7 @@ and hands the template what ``live.js`` needs to subscribe; nothing here scans a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -16,7 +17,7 @@ from controller_core.states import STATE_COLORS
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.skew import balance, preferred_percent
-from dashboard.clusters.snapshot import TOPIC_FILTERS, TOPIC_SORTS, ClusterSnapshot, get_redis
+from dashboard.clusters.snapshot import TOPIC_FILTERS, TOPIC_SORTS, ClusterSnapshot, TopicListing, get_redis
 from dashboard.clusters.views.common import Pager, base_context, cluster_and_snapshot, int_param, per_page
 
 
@@ -120,27 +121,50 @@ def broker_detail(request: HttpRequest, name: str, broker: int) -> HttpResponse:
     return render(request, "clusters/broker.html", context)
 
 
+@dataclass(frozen=True, slots=True)
+class TopicQuery:
+    """The topics list's sort, filter, search and page, as the page and its JSON twin read them."""
+
+    sort: str
+    descending: bool
+    only: str
+    query: str
+    page: int
+    per_page: int
+
+    @classmethod
+    def from_request(cls, request: HttpRequest) -> TopicQuery:
+        sort = request.GET.get("sort", "name")
+        only = request.GET.get("only", "")
+        return cls(
+            sort=sort if sort in TOPIC_SORTS else "name",
+            descending=request.GET.get("dir") == "desc",
+            only=only if only in TOPIC_FILTERS else "",
+            query=request.GET.get("q", "").strip()[:249],
+            page=int_param(request, "page", 1),
+            per_page=per_page(request),
+        )
+
+    def fetch(self, snap: ClusterSnapshot) -> tuple[list[TopicListing], Pager]:
+        topics, total = snap.topics_page(self.sort, self.descending, self.only, self.query, self.page, self.per_page)
+        return topics, Pager(self.page, self.per_page, total)
+
+
 def topic_list(request: HttpRequest, name: str) -> HttpResponse:
     cluster, snap = cluster_and_snapshot(name)
-    sort = request.GET.get("sort", "name")
-    sort = sort if sort in TOPIC_SORTS else "name"
-    descending = request.GET.get("dir") == "desc"
-    only = request.GET.get("only", "")
-    only = only if only in TOPIC_FILTERS else ""
-    query = request.GET.get("q", "").strip()[:249]
-    size = per_page(request)
-    page = int_param(request, "page", 1)
-    topics, total = snap.topics_page(sort, descending, only, query, page, size)
+    q = TopicQuery.from_request(request)
+    topics, pager = q.fetch(snap)
     context = base_context(
         cluster,
         snap,
         "topics",
         topics=topics,
-        pager=Pager(page, size, total),
-        sort=sort,
-        descending=descending,
-        only=only,
-        query=query,
+        pager=pager,
+        sort=q.sort,
+        descending=q.descending,
+        only=q.only,
+        query=q.query,
+        per_page=q.per_page,
         filters=[
             ("", "All"),
             ("offline", "Offline"),
@@ -162,6 +186,46 @@ def topic_list(request: HttpRequest, name: str) -> HttpResponse:
         live_scope="cluster",
     )
     return render(request, "clusters/topics.html", context)
+
+
+def topic_list_rows(request: HttpRequest, name: str) -> JsonResponse:
+    """The topics list's visible page as JSON: what ``live.js`` refetches when topic counters change.
+
+    Same parameters as the page (``q``, ``only``, ``sort``, ``dir``, ``page``, ``per_page``); sorting
+    and filtering stay on the server, so the browser only ever holds one page of rows.
+    """
+    cluster, snap = cluster_and_snapshot(name)
+    q = TopicQuery.from_request(request)
+    topics, pager = q.fetch(snap)
+    status = snap.status()
+    return JsonResponse(
+        {
+            "gen": status.gen,
+            "seq": status.seq,
+            "total": pager.total,
+            "page": pager.page,
+            "pages": pager.pages,
+            "per_page": pager.per_page,
+            "rows": [topic_row_view(cluster.name, t) for t in topics],
+        }
+    )
+
+
+def topic_row_view(cluster: str, t: TopicListing) -> dict[str, Any]:
+    """One row of the topics list (the same cells as templates/clusters/topics.html)."""
+    return {
+        "name": t.name,
+        "url": reverse("clusters:topic", args=[cluster, t.name]),
+        "deleting": t.marked_for_deletion,
+        "partitions": t.partitions,
+        "rf": t.replication_factor,
+        "offline": t.count(layout.OFFLINE),
+        "urp": t.count(layout.UNDER_REPLICATED),
+        "umi": t.count(layout.UNDER_MIN_ISR),
+        "nonpref": t.count(layout.NON_PREFERRED),
+        "reassigning": t.count(layout.REASSIGNING),
+        "preferred_percent": t.preferred_percent,
+    }
 
 
 def _topic_or_404(snap: ClusterSnapshot, topic: str) -> Any:

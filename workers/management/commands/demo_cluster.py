@@ -38,13 +38,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from kazoo.client import KazooClient
 
 from controller_core.admin import RackAwareMode, TopicSpec, create_topic
 from controller_core.broker.agent import ensure_chroot
 from controller_core.errors import ZkOperationError
 from controller_core.zk import paths
+from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
+from dashboard.actions.zk import zk_security
 from scripts.devservices import free_port
 
 DEFAULT_TOPICS = "demo-a:12:3,demo-b:6:3"
@@ -297,7 +298,7 @@ class Command(BaseCommand):
             )
 
     def _registered(self, zookeeper: str) -> set[int]:
-        client = KazooClient(hosts=zookeeper, timeout=5.0)
+        client = new_client(zookeeper, timeout=5.0, security=zk_security())
         try:
             client.start(timeout=5.0)
         except Exception as exc:
@@ -394,7 +395,7 @@ class Command(BaseCommand):
         outcome: dict[str, str] = {}
         if not topics:
             return outcome
-        client = KazooClient(hosts=zookeeper, timeout=10.0)
+        client = new_client(zookeeper, timeout=10.0, security=zk_security())
         client.start(timeout=15.0)
         try:
             store = ZkStore(client)

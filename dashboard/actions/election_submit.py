@@ -1,0 +1,161 @@
+"""Submitting a preferred leader election: the one code path behind the form and the JSON API.
+
+Validates the scope and reason, recomputes the preview from ZooKeeper (what was shown may be stale),
+records the ``Action`` and queues the Celery task by name. Every refusal is recorded as a *rejected*
+action and writes nothing to ZooKeeper. A request carrying an idempotency key the same user already
+used returns the first action instead of acting twice (double click, client retry after a timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
+from dashboard.actions.models import Action
+from dashboard.actions.zk import cluster_store
+from dashboard.clusters.models import Cluster
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME: Final = "workers.actions.preferred_election"
+MAX_REASON: Final = 2000
+MAX_KEY: Final = 100
+PARAM_FIELDS: Final = ("scope", "topic", "partition", "broker")
+DUPLICATE: Final = "duplicate of action"
+
+
+class ZooKeeperUnavailable(Exception):
+    """The cluster's ZooKeeper could not be read (answered 503)."""
+
+
+@dataclass
+class Outcome:
+    """What a submission did: ``action`` is the recorded (or replayed) action; ``status`` the HTTP code."""
+
+    status: int
+    action: Action | None = None
+    error: str = ""
+    scope: Scope | None = None
+    plan: Plan | None = None
+    replayed: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def params_of(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: data.get(k, "") if data.get(k) is not None else "" for k in PARAM_FIELDS}
+
+
+def compute_plan(cluster: Cluster, data: Mapping[str, Any]) -> tuple[Scope, Plan]:
+    """Parse and preview; ``ValueError`` for bad input, ``ZooKeeperUnavailable`` when ZooKeeper fails."""
+    scope = parse_scope(data)
+    try:
+        with cluster_store(cluster.zookeeper_connect) as store:
+            return scope, read_plan(store, scope)
+    except ValueError:
+        raise
+    except Exception as exc:  # connection loss, timeouts, no such chroot
+        logger.warning("preview on %s failed: %s", cluster.name, exc)
+        raise ZooKeeperUnavailable(f"could not read ZooKeeper: {exc.__class__.__name__} {exc}") from exc
+
+
+def clean_key(raw: Any) -> str:
+    key = str(raw or "").strip()
+    if len(key) > MAX_KEY:
+        raise ValueError(f"the idempotency key is longer than {MAX_KEY} characters")
+    return key
+
+
+def replay_of(user: Any, key: str) -> Action | None:
+    """The first action this user submitted with ``key``, even a rejected one (docs/api.md): a
+    retry gets the first answer. A request refused because ZooKeeper was unreachable keeps no key,
+    so retrying it later with the same key runs it."""
+    if not key or not getattr(user, "is_authenticated", False):
+        return None
+    return (
+        Action.objects.filter(user=user, idempotency_key=key, kind=Action.Kind.PREFERRED_ELECTION)
+        .exclude(error__startswith=DUPLICATE)
+        .order_by("id")
+        .first()
+    )
+
+
+def reject(user: Any, cluster: str, params: Mapping[str, Any], reason: str, error: str, key: str = "") -> Action:
+    return Action.objects.create(
+        user=user if getattr(user, "is_authenticated", False) else None,
+        username=user.get_username() if getattr(user, "is_authenticated", False) else "",
+        cluster=cluster,
+        kind=Action.Kind.PREFERRED_ELECTION,
+        parameters=dict(params),
+        reason=reason,
+        status=Action.Status.REJECTED,
+        error=error,
+        idempotency_key=key,
+    )
+
+
+def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = "") -> Outcome:
+    """Validate, preview and queue; the caller has already checked the operator role."""
+    params = params_of(data)
+    reason = str(data.get("reason", "") or "").strip()
+    try:
+        key = clean_key(raw_key)
+    except ValueError as exc:
+        reject(user, cluster.name, params, reason[:MAX_REASON], str(exc))
+        return Outcome(400, error=str(exc), params=params)
+    first = replay_of(user, key)
+    if first is not None:
+        return Outcome(200, action=first, replayed=True, params=params, error=first.error)
+    try:
+        scope, plan = compute_plan(cluster, data)
+    except ValueError as exc:
+        reject(user, cluster.name, params, reason[:MAX_REASON], str(exc), key)
+        return Outcome(400, error=str(exc), params=params)
+    except ZooKeeperUnavailable as exc:
+        reject(user, cluster.name, params, reason[:MAX_REASON], str(exc))
+        return Outcome(503, error=str(exc), params=params)
+    outcome = Outcome(400, scope=scope, plan=plan, params=params)
+    if not reason:
+        outcome.error = "a reason is required"
+    elif len(reason) > MAX_REASON:
+        outcome.error = f"the reason is longer than {MAX_REASON} characters"
+    elif not plan.electable:
+        outcome.error = "nothing to elect: no partition in scope can get its preferred leader"
+    if outcome.error:
+        reject(user, cluster.name, params, reason[:MAX_REASON], outcome.error, key)
+        return outcome
+    action = Action.objects.create(
+        user=user,
+        username=user.get_username(),
+        cluster=cluster.name,
+        kind=Action.Kind.PREFERRED_ELECTION,
+        parameters=scope.as_dict(),
+        reason=reason,
+        preview=plan.as_dict(),
+        status=Action.Status.QUEUED,
+        idempotency_key=key,
+    )
+    earlier = replay_of(user, key)
+    if earlier is not None and earlier.pk != action.pk:  # a concurrent duplicate won the race
+        Action.objects.filter(pk=action.pk).update(
+            status=Action.Status.REJECTED, error=f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
+        )
+        return Outcome(200, action=earlier, replayed=True, params=params)
+    _queue(action)
+    action.refresh_from_db()
+    return Outcome(201, action=action, scope=scope, plan=plan, params=params)
+
+
+def _queue(action: Action) -> None:
+    from dashboard.celery import app
+
+    try:
+        result = app.send_task(TASK_NAME, args=[action.pk])
+    except Exception as exc:
+        Action.objects.filter(pk=action.pk).update(
+            status=Action.Status.FAILED, error=f"could not queue the task: {exc}"
+        )
+    else:
+        Action.objects.filter(pk=action.pk).update(task_id=result.id or "")

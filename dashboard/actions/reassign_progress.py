@@ -1,0 +1,166 @@
+"""Progress of a submitted reassignment, per partition (pure: the callers read ZooKeeper and agents).
+
+Per partition the state is one of:
+
+* ``waiting``: still only in ``/admin/reassign_partitions``; the controller has not started it;
+* ``copying``: the topic znode has adding/removing replicas; each new replica's log end offset is
+  compared with the leader's (from the broker agents) to show its lag, its catch-up rate (lag
+  shrinking per second between two samples, smoothed) and an ETA (lag / rate);
+* ``complete``: the replicas are the target and nothing is being added or removed;
+* ``reverted``: back on the original replicas and no longer requested (cancelled, or refused by the
+  controller);
+* ``superseded``: something else than the target or the origin (another reassignment replaced it).
+
+The sample of the previous call is passed back in (``previous``), so rates need no extra storage
+than the action's ``outcome``. ``done`` is True when no partition is waiting or copying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from controller_core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
+
+AgentEntries = Mapping[int, Mapping[TopicPartition, Mapping[str, Any]] | None]
+
+FINAL_STATES: Final = frozenset({"complete", "reverted", "superseded"})
+RATE_SMOOTHING: Final = 0.5
+
+
+def _key(tp: TopicPartition, broker: int) -> str:
+    return f"{tp.topic}/{tp.partition}/{broker}"
+
+
+def _leader_leo(entries: AgentEntries, leader: int, tp: TopicPartition) -> int | None:
+    by_tp = entries.get(leader)
+    entry = by_tp.get(tp) if by_tp else None
+    leo = entry.get("log_end_offset") if entry else None
+    return leo if isinstance(leo, int) and leo >= 0 else None
+
+
+def _follower_leo(
+    entries: AgentEntries,
+    leader: int,
+    broker: int,
+    tp: TopicPartition,
+) -> int | None:
+    """The new replica's log end: from its own agent, else as its leader last saw it."""
+    own = entries.get(broker)
+    entry = own.get(tp) if own else None
+    leo = entry.get("log_end_offset") if entry else None
+    if isinstance(leo, int) and leo >= 0:
+        return leo
+    lead = entries.get(leader)
+    lead_entry = lead.get(tp) if lead else None
+    for follower in (lead_entry or {}).get("followers") or []:
+        if isinstance(follower, dict) and follower.get("broker_id") == broker:
+            value = follower.get("log_end_offset")
+            return value if isinstance(value, int) and value >= 0 else None
+    return None
+
+
+def compute(
+    requested: Mapping[TopicPartition, Sequence[int]],
+    origin: Mapping[TopicPartition, Sequence[int]],
+    assignments: Mapping[TopicPartition, ReplicaAssignment],
+    leaders: Mapping[TopicPartition, LeaderAndIsr],
+    pending: Mapping[TopicPartition, Sequence[int]] | None,
+    agents: AgentEntries,
+    now: float,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The progress document shown live and stored in the action's outcome (see module docstring)."""
+    prev_samples: Mapping[str, Any] = (previous or {}).get("samples") or {}
+    prev_time = (previous or {}).get("time")
+    samples: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    for tp in sorted(requested, key=lambda t: (t.topic, t.partition)):
+        target = tuple(requested[tp])
+        orig = tuple(origin.get(tp, ()))
+        current = assignments.get(tp)
+        lai = leaders.get(tp)
+        in_request = pending is not None and tuple(pending.get(tp, ())) == target
+        rs = current.replicas if current is not None else ()
+        if current is not None and current.is_being_reassigned:
+            state = "copying" if tuple(current.target_replicas) == target else "superseded"
+        elif current is not None and tuple(rs) == target:
+            state = "complete"
+        elif in_request:
+            state = "waiting"
+        elif current is not None and set(rs) == set(orig):
+            state = "reverted"
+        else:
+            state = "superseded"
+        leader = lai.leader if lai is not None else -1
+        isr = list(lai.isr) if lai is not None else []
+        new_replicas = []
+        for broker in (r for r in target if r not in orig):
+            item: dict[str, Any] = {"broker": broker, "in_isr": broker in isr}
+            if state == "copying":
+                leader_leo = _leader_leo(agents, leader, tp)
+                leo = _follower_leo(agents, leader, broker, tp)
+                item.update(log_end_offset=leo, leader_log_end_offset=leader_leo)
+                if leo is not None and leader_leo is not None:
+                    lag = max(leader_leo - leo, 0)
+                    item["lag"] = lag
+                    key = _key(tp, broker)
+                    old = prev_samples.get(key)
+                    rate = old.get("rate") if isinstance(old, dict) else None
+                    if isinstance(old, dict) and isinstance(prev_time, int | float) and now > prev_time:
+                        observed = (float(old["lag"]) - lag) / (now - float(prev_time))
+                        rate = observed if rate is None else RATE_SMOOTHING * observed + (1 - RATE_SMOOTHING) * rate
+                    samples[key] = {"lag": lag, "rate": rate}
+                    item["rate"] = None if rate is None else round(rate, 3)
+                    if lag == 0:
+                        item["eta_s"] = 0.0
+                    elif rate is not None and rate > 0:
+                        item["eta_s"] = round(lag / rate, 1)
+                    else:
+                        item["eta_s"] = None
+                else:
+                    item.update(lag=None, rate=None, eta_s=None)
+            elif state == "complete":
+                item.update(lag=0, eta_s=0.0)
+            new_replicas.append(item)
+        counts[state] = counts.get(state, 0) + 1
+        etas: list[float | None] = [r.get("eta_s") for r in new_replicas]
+        rows.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "state": state,
+                "origin": list(orig),
+                "target": list(target),
+                "replicas": list(rs),
+                "adding": list(current.adding_replicas) if current is not None else [],
+                "removing": list(current.removing_replicas) if current is not None else [],
+                "leader": leader,
+                "isr": isr,
+                "new_replicas": new_replicas,
+                "eta_s": None if any(e is None for e in etas) else max((e for e in etas if e is not None), default=0.0),
+            }
+        )
+    done = not any(r["state"] in ("waiting", "copying") for r in rows)
+    etas_all = [r["eta_s"] for r in rows if r["state"] == "copying"]
+    return {
+        "time": now,
+        "done": done,
+        "counts": counts,
+        "total": len(rows),
+        "eta_s": None if any(e is None for e in etas_all) else max(etas_all, default=0.0),
+        "partitions": rows,
+        "samples": samples,
+    }
+
+
+def final_status(progress: Mapping[str, Any]) -> tuple[str, str]:
+    """``(status, error)`` for a finished reassignment: every partition complete -> succeeded; some
+    -> partial; none -> failed. The error names the partitions that did not reach their target."""
+    rows = progress.get("partitions") or []
+    missed = [f"{r['topic']}-{r['partition']} {r['state']}" for r in rows if r["state"] != "complete"]
+    if not missed:
+        return "succeeded", ""
+    status = "partial" if len(missed) < len(rows) else "failed"
+    return status, "not moved to their target: " + ", ".join(missed[:50]) + (" ..." if len(missed) > 50 else "")

@@ -1,0 +1,164 @@
+// Reassignment pages (templates/actions/reassign*.html).
+// Form page: the editable proposal table and the JSON textarea stay in step (edit either), and the
+// JSON's syntax is checked as you type; the server validates on "Validate" and again on "Execute".
+// Progress page: polls the progress endpoint about once a second until the action is finished.
+"use strict";
+
+(function () {
+  function parseReplicas(text) {
+    const parts = text.split(/[\s,]+/).filter((s) => s.length > 0);
+    const out = [];
+    for (const p of parts) {
+      if (!/^\d+$/.test(p)) return null;
+      out.push(parseInt(p, 10));
+    }
+    return out;
+  }
+
+  function setupForm() {
+    const area = document.getElementById("reassignment");
+    const status = document.getElementById("live-validation");
+    if (!area) return;
+    const table = document.getElementById("proposal-table");
+
+    function readDoc() {
+      try {
+        return JSON.parse(area.value);
+      } catch (e) {
+        return null;
+      }
+    }
+
+    function checkSyntax() {
+      if (!status) return;
+      if (area.value.trim() === "") {
+        status.textContent = "";
+        return;
+      }
+      const doc = readDoc();
+      status.className = "small " + (doc ? "ok" : "bad");
+      status.textContent = doc ? "JSON syntax OK (press Validate to check it against the cluster)" : "not valid JSON yet";
+    }
+
+    function rowChanged(row) {
+      const input = row.querySelector("input.replicas");
+      const replicas = parseReplicas(input.value);
+      input.classList.toggle("invalid", replicas === null || replicas.length === 0);
+      if (replicas === null) return;
+      const current = (row.dataset.current || "").split(",").filter((s) => s).map(Number);
+      row.querySelector(".adding").textContent = replicas.filter((r) => !current.includes(r)).join(", ");
+      row.querySelector(".removing").textContent = current.filter((r) => !replicas.includes(r)).join(", ");
+      const doc = readDoc() || { version: 1, partitions: [] };
+      if (!Array.isArray(doc.partitions)) doc.partitions = [];
+      const topic = row.dataset.topic;
+      const partition = parseInt(row.dataset.partition, 10);
+      const same = replicas.length === current.length && replicas.every((r, i) => r === current[i]);
+      const idx = doc.partitions.findIndex((p) => p && p.topic === topic && p.partition === partition);
+      if (same && idx >= 0) doc.partitions.splice(idx, 1);
+      else if (!same && idx >= 0) doc.partitions[idx].replicas = replicas;
+      else if (!same) doc.partitions.push({ topic: topic, partition: partition, replicas: replicas });
+      row.classList.toggle("moving", !same);
+      area.value = JSON.stringify(doc, null, 1);
+      checkSyntax();
+    }
+
+    if (table) {
+      table.querySelectorAll("tbody tr").forEach((row) => {
+        row.querySelector("input.replicas").addEventListener("input", () => rowChanged(row));
+      });
+    }
+    area.addEventListener("input", checkSyntax);
+    checkSyntax();
+  }
+
+  function fmtEta(s) {
+    if (s === null || s === undefined) return "unknown";
+    if (s < 1) return "now";
+    if (s < 90) return Math.round(s) + " s";
+    if (s < 5400) return Math.round(s / 60) + " min";
+    return (s / 3600).toFixed(1) + " h";
+  }
+
+  function cell(text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+
+  function render(doc) {
+    const status = document.getElementById("status");
+    status.textContent = doc.status;
+    status.className = "status-" + doc.status;
+    document.getElementById("error").textContent = doc.error || "";
+    document.getElementById("stale").textContent = doc.stale || "";
+    const progress = doc.progress || {};
+    const rows = progress.partitions || [];
+    if (rows.length === 0) return;
+    const counts = progress.counts || {};
+    document.getElementById("summary").textContent =
+      "· " + Object.keys(counts).sort().map((k) => counts[k] + " " + k).join(", ") + " of " + progress.total;
+    const running = doc.status === "running";
+    document.getElementById("eta").textContent = running && !progress.done ? "· ETA " + fmtEta(progress.eta_s) : "";
+    const body = document.querySelector("#progress-table tbody");
+    body.replaceChildren();
+    for (const r of rows) {
+      const tr = document.createElement("tr");
+      tr.className = "state-" + r.state;
+      tr.dataset.partition = r.topic + "-" + r.partition;
+      tr.append(
+        cell(r.topic + "-" + r.partition),
+        cell(r.state, "state"),
+        cell(r.origin.join(", ")),
+        cell(r.target.join(", ")),
+        cell(r.replicas.join(", ")),
+        cell(r.adding.join(", ")),
+        cell(r.removing.join(", ")),
+        cell(r.leader < 0 ? "none" : String(r.leader)),
+        cell(r.isr.join(", "))
+      );
+      const parts = (r.new_replicas || []).map((n) => {
+        if (n.in_isr && r.state !== "copying") return n.broker + ": in sync";
+        if (n.lag === undefined) return n.broker + ": " + (n.in_isr ? "in sync" : "–");
+        if (n.lag === null) return n.broker + ": lag unknown (no agent)";
+        const of = n.leader_log_end_offset ? " (" + n.log_end_offset + "/" + n.leader_log_end_offset + ")" : "";
+        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + ", ETA " + fmtEta(n.eta_s);
+      });
+      tr.append(cell(parts.join(" · ")));
+      body.append(tr);
+    }
+  }
+
+  function setupProgress() {
+    const panel = document.getElementById("reassign-progress");
+    if (!panel) return;
+    const url = panel.dataset.url;
+    let timer = null;
+    async function poll() {
+      try {
+        const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+        if (response.ok) {
+          const doc = await response.json();
+          render(doc);
+          if (doc.status !== "queued" && doc.status !== "running") {
+            const form = document.getElementById("cancel-form");
+            const note = document.getElementById("cancel-finished");
+            if (form) form.hidden = true;
+            if (note) note.hidden = false;
+            return;
+          }
+        }
+      } catch (e) {
+        document.getElementById("stale").textContent = "(connection lost, retrying)";
+      }
+      timer = setTimeout(poll, 1000);
+    }
+    poll();
+    window.addEventListener("beforeunload", () => timer && clearTimeout(timer));
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    setupForm();
+    setupProgress();
+  });
+})();
