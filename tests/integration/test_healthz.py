@@ -29,7 +29,7 @@ def live_settings(settings: Any, zk_chroot: str, redis_url: str) -> Any:
     app.close()  # drop broker connections an earlier test may have opened with other settings
     # close() keeps the producer pool of the old broker (kombu's pidbox publishes through it), so a
     # ping made by an earlier test (the home page runs the checks) would send this one's elsewhere.
-    app.amqp._producer_pool = None
+    app.amqp._producer_pool = None  # type: ignore[attr-defined]  # celery-types omits the private pool
     return settings
 
 
