@@ -89,7 +89,7 @@ _Seen = tuple[int, int] | int | None
 class _Registration:
     """One handler. ``callback`` is created once so kazoo's watcher sets de-duplicate re-arms."""
 
-    __slots__ = ("active", "callback", "event_for", "kind", "path", "rearm_pending", "seen")
+    __slots__ = ("active", "callback", "event_for", "expect_exists", "kind", "path", "rearm_pending", "seen")
 
     def __init__(self, path: str, kind: WatchKind, event_for: EventFactory) -> None:
         self.path = path
@@ -98,6 +98,8 @@ class _Registration:
         self.active = True
         self.seen: _Seen = None
         self.rearm_pending = False
+        # Node watches: whether the node exists after the last event delivered (None: no event yet).
+        self.expect_exists: bool | None = None
         self.callback: Callable[[Any], None] = lambda event: None
 
 
@@ -252,8 +254,11 @@ class WatchRegistry:
         # Re-arm *before* enqueueing: the re-arm request is then ahead of every read the controller
         # makes while handling the event (same session, same order), so a change either happens
         # before that read (and the read sees it) or after the re-arm (and fires the watch again).
-        self._rearm(reg, resync=False)
         event_type = _KAZOO_TYPES.get(event.type)
+        if reg.kind is WatchKind.NODE and event_type is not None:
+            with self._lock:
+                reg.expect_exists = event_type is not WatchEventType.DELETED
+        self._rearm(reg, resync=False)
         if event_type is not None:
             if reg.kind is WatchKind.CHILDREN and event_type is WatchEventType.CHANGED:
                 event_type = WatchEventType.CHILDREN  # defensive: kazoo routes CHANGED to data watchers only
@@ -330,7 +335,15 @@ class WatchRegistry:
         with self._lock:
             before = reg.seen
             reg.seen = now
-        if not resync or before == now:
+            expected, reg.expect_exists = reg.expect_exists, None
+        if not resync:
+            # The node was created or deleted after its watch fired and before the re-armed read: no
+            # watch was armed to see it, so report it (a change of data alone is left to the handler's
+            # own read of the node, as before).
+            if reg.kind is WatchKind.NODE and expected is not None and expected != (now is not None):
+                self._emit(reg, WatchEventType.CREATED if now is not None else WatchEventType.DELETED)
+            return
+        if before == now:
             return
         if now is None:
             self._emit(reg, WatchEventType.DELETED)

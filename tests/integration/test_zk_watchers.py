@@ -158,6 +158,20 @@ def test_a_factory_returning_none_enqueues_nothing(
     assert _quiet(events)
 
 
+def test_a_deletion_right_after_a_change_is_never_lost(
+    zk: KazooClient, registry: WatchRegistry, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    """The deletion may land between the CHANGED notification and the re-armed read: it is reported."""
+    registry.watch_node("/race", lambda e: None if e.type is WatchEventType.CHANGED else e.type)
+    for _ in range(15):
+        other.create("/race")
+        assert _handle(events, zk) is WatchEventType.CREATED
+        other.set("/race", b"1")
+        other.delete("/race")  # no barrier: often before the re-arm
+        assert _handle(events, zk) is WatchEventType.DELETED
+    assert _quiet(events)
+
+
 def test_unregistered_handlers_are_silent(
     registry: WatchRegistry, other: KazooClient, events: queue.Queue[object]
 ) -> None:
