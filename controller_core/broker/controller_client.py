@@ -94,16 +94,41 @@ class ControllerClient:
             logger.info("active controller: %s at %s", controller_id, endpoint)
 
     def refresh(self) -> str | None:
-        """Re-read ``/controller`` now; the endpoint (None when there is no usable one)."""
+        """Re-read ``/controller`` now; the endpoint (None when there is no usable one).
+
+        The read waits at most the request timeout: kazoo's synchronous ``get`` waits for ever while
+        ZooKeeper is unreachable, which hung a controlled shutdown with ZooKeeper down (KAFKA-9189;
+        reliability scenario F12): the broker must give up after its bounded retries instead.
+        """
         try:
-            data, _ = self._zk.get(paths.CONTROLLER_PATH)
+            data, _ = self._zk.get_async(paths.CONTROLLER_PATH).get(timeout=self._timeout_s)
         except NoNodeError:
             data = None
-        except KazooException as exc:
+        except (KazooException, self._zk.handler.timeout_exception) as exc:
             logger.debug("cannot read /controller: %s", exc)
             return None
         self._store(data)
         return self._endpoint
+
+    def refresh_in_background(self) -> None:
+        """Re-read ``/controller`` without waiting: the next call uses the answer if it came. A
+        failed call must not add a ZooKeeper wait to the caller's retry loop (with ZooKeeper down,
+        every controlled-shutdown attempt would take a request timeout longer)."""
+
+        def store(result: Any) -> None:
+            try:
+                data, _ = result.get_nowait()
+            except NoNodeError:
+                data = None
+            except Exception as exc:  # connection loss, session expiry: keep what the watch knows
+                logger.debug("cannot read /controller: %s", exc)
+                return
+            self._store(data)
+
+        try:
+            self._zk.get_async(paths.CONTROLLER_PATH).rawlink(store)
+        except KazooException as exc:  # the client is closing
+            logger.debug("cannot read /controller: %s", exc)
 
     def endpoint(self) -> str | None:
         with self._lock:
@@ -138,7 +163,7 @@ class ControllerClient:
                 return conn.post(path, body)
             except (OSError, http.client.HTTPException, HttpStatusError) as exc:
                 conn.close()
-                self.refresh()
+                self.refresh_in_background()
                 raise ControllerUnavailableError(f"controller at {endpoint}: {type(exc).__name__}: {exc}") from None
 
     def _connection(self, path: str, endpoint: str) -> tuple[JsonConnection, threading.Lock]:

@@ -33,6 +33,9 @@ from controller_core.zk.store import ZkStore
 
 logger = logging.getLogger(__name__)
 
+#: How long deregistering waits for each ZooKeeper answer at shutdown.
+DEREGISTER_TIMEOUT_S = 5.0
+
 
 class BrokerIdTakenError(Exception):
     """Another live session holds ``/brokers/ids/<id>``: another broker runs with this id."""
@@ -140,15 +143,25 @@ class BrokerRegistrar:
         """Remove our registration (if our session still owns it) and stop re-registering."""
         self._stopped.set()
         self._zk.remove_listener(self._on_state)
+        # Bounded waits: with ZooKeeper unreachable, kazoo's synchronous calls wait for ever and the
+        # broker would never exit (F12, ZooKeeper down); closing the session removes the znode anyway.
+        wait_s = DEREGISTER_TIMEOUT_S
+        if not self._zk.connected:
+            logger.warning(
+                "broker %d: ZooKeeper unreachable, not deleting %s; its session's expiry removes it",
+                self._registration.id,
+                self.path,
+            )
+            return
         try:
-            stat = self._zk.exists(self.path)
+            stat = self._zk.exists_async(self.path).get(timeout=wait_s)
             session = self._zk.client_id[0] if self._zk.client_id else None
             if stat is not None and stat.ephemeralOwner == session:
-                self._zk.delete(self.path, version=stat.version)
+                self._zk.delete_async(self.path, version=stat.version).get(timeout=wait_s)
                 logger.info("broker %d: deregistered", self._registration.id)
         except NoNodeError:
             pass
-        except KazooException as exc:
+        except (KazooException, self._zk.handler.timeout_exception) as exc:
             logger.warning(
                 "broker %d: could not delete %s (%s); closing the session removes it",
                 self._registration.id,

@@ -9,9 +9,11 @@ import json
 import random
 import signal
 import time
+import urllib.request
 from typing import Any
 
 from controller_core.model import TopicPartition
+from controller_core.protocol import ALTER_PARTITION_REASSIGNMENTS_PATH
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from scripts.reliability.cluster import Cluster, wait_until
@@ -111,8 +113,16 @@ def f9_quorum_loss(cluster: Cluster, rng: random.Random, run: int, s: Settings) 
     return Outcome(took, took is not None and took <= s.slack * (2 * s.session_timeout_s + 5) and not dead, notes)
 
 
+#: The harness's brokers: 3 controlled-shutdown attempts, 200 ms backoff, 5 s request timeout
+#: (``Broker.start``); with ZooKeeper down every attempt may run into the timeout.
+_SHUTDOWN_BOUND_S = 3 * (5.0 + 0.2)
+
+
 def f12_controlled_shutdown_slow_zk(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
-    """200 ms delay on the active controller's ZooKeeper links, then a broker's controlled shutdown."""
+    """A broker's controlled shutdown with 200 ms delay on the active controller's ZooKeeper links
+    (even runs), or with every ZooKeeper server stopped (odd runs, KAFKA-9189)."""
+    if run % 2 == 1:
+        return _controlled_shutdown_zk_down(cluster, s)
     active = cluster.active()
     assert active is not None
     cluster.candidates[active].proxies.set_mode("delay", delay_ms=200)
@@ -129,6 +139,45 @@ def f12_controlled_shutdown_slow_zk(cluster: Cluster, rng: random.Random, run: i
         notes.append(f"still led by the stopped broker: {led_by_it}")
     broker.start()
     return Outcome(took, took is not None and took <= s.slack * 10.0 and not led_by_it, notes)
+
+
+def _controlled_shutdown_zk_down(cluster: Cluster, s: Settings) -> Outcome:
+    """Every ZooKeeper server SIGSTOPped, then a broker's SIGTERM: its controlled shutdown cannot
+    succeed, so it must give up after its bounded retries and exit (not hang on ZooKeeper). Once
+    ZooKeeper returns, the broker's registration expires and its leaders move (the heal checks it)."""
+    ensemble = cluster.ensemble
+    if ensemble is None:
+        return Outcome(None, False, ["the ZooKeeper-down variant needs the ensemble (scripts/soak)"])
+    bid = min(cluster.brokers)
+    broker = cluster.brokers[bid]
+    for server in ensemble.servers:
+        server.signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        broker.signal(signal.SIGTERM)
+        exited = wait_until(lambda: not broker.alive, 3 * _SHUTDOWN_BOUND_S)
+        took = None if exited is None else time.monotonic() - started
+    finally:
+        for server in ensemble.servers:
+            server.signal(signal.SIGCONT)
+    notes = [
+        f"broker {bid} SIGTERMed with ZooKeeper down: exited after {took and round(took, 2)} s "
+        f"(bound: 3 attempts x (5 s timeout + 0.2 s backoff) = {_SHUTDOWN_BOUND_S:.1f} s)"
+    ]
+    if took is None:
+        notes.append("the broker hung: killed")
+        broker.kill()
+    ensemble.wait_quorum(60)
+    moved = wait_until(
+        lambda: not any(p.leader == bid for k, p in cluster.partition_states().items() if not k.startswith("solo-")),
+        3 * s.session_timeout_s + 10,
+        0.1,
+    )
+    notes.append(f"leaders moved off broker {bid} {moved and round(moved, 2)} s after ZooKeeper returned")
+    broker.start(timeout=s.session_timeout_s * 4)
+    ok = took is not None and took <= s.slack * (_SHUTDOWN_BOUND_S + 2.0) and moved is not None
+    return Outcome(took, ok, notes)
 
 
 def _kill_at_nth_write(cluster: Cluster, cid: int, nth: int, trigger: Any) -> bool:
@@ -150,7 +199,10 @@ def _kill_at_nth_write(cluster: Cluster, cid: int, nth: int, trigger: Any) -> bo
 
 def f13_failover_mid_reassignment(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
     """Move a replica (RF 2: [1,2] -> [2,3]) and SIGKILL the controller at its n-th ZooKeeper write of
-    the reassignment (n = run mod 3; it makes three fenced multis); the next controller finishes it."""
+    the reassignment (even runs; n = run/2 mod 3, it makes three fenced multis); the next controller
+    finishes it. Odd runs: the KIP-455 cancel variant (``_cancel_with_target_offline``)."""
+    if run % 2 == 1:
+        return _cancel_with_target_offline(cluster, s)
     active = cluster.active()
     assert active is not None
     cluster.create_topic("moving", partitions=2, replication=2, brokers=[1, 2])
@@ -158,7 +210,7 @@ def f13_failover_mid_reassignment(cluster: Cluster, rng: random.Random, run: int
         return Outcome(None, False, ["topic moving was not led"])
     targets = {TopicPartition("moving", 0): [2, 3], TopicPartition("moving", 1): [3, 2]}
     store = ZkStore(cluster.zk)
-    nth = run % 3  # the reassignment makes three fenced multis here (measured)
+    nth = (run // 2) % 3  # the reassignment makes three fenced multis here (measured)
     reached = _kill_at_nth_write(cluster, active, nth, lambda: store.create_partition_reassignment_request(targets))
     killed = time.monotonic()
     cluster.note_assignment("moving", {tp.partition: t for tp, t in targets.items()})
@@ -184,6 +236,112 @@ def f13_failover_mid_reassignment(cluster: Cluster, rng: random.Random, run: int
     if not reached:
         notes.append("the reassignment finished before that write: no mid-reassignment kill")
     return Outcome(took, reached and took is not None and took <= s.slack * (s.session_timeout_s + 10), notes)
+
+
+def _call_controller(cluster: Cluster, cid: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST ``body`` to candidate ``cid``'s controller API (the KIP-455 endpoint, say)."""
+    api = cluster.candidates[cid].api
+    assert api is not None
+    request = urllib.request.Request(
+        api.rstrip("/") + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=20) as response:
+        answer = json.loads(response.read())
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _cancel_with_target_offline(cluster: Cluster, s: Settings) -> Outcome:
+    """A reassignment to a broker that is down can never finish; KIP-455's cancel (replicas null)
+    must put every partition back on its original replicas and leave nothing behind: no adding or
+    removing replicas, ISR within the original replicas, ``/admin/reassign_partitions`` absent."""
+    active = cluster.active()
+    assert active is not None
+    cluster.create_topic("moving", partitions=2, replication=2, brokers=[1, 2])
+    if cluster.all_partitions_led(15) is None:
+        return Outcome(None, False, ["topic moving was not led"])
+    original = {
+        TopicPartition("moving", p): list(a.replicas)
+        for p, a in ZkStore(cluster.zk).get_replica_assignments(["moving"])["moving"].partitions.items()
+    }
+    offline = 3
+    cluster.brokers[offline].kill()
+    targets = {tp: [r for r in replicas if r != replicas[0]] + [offline] for tp, replicas in original.items()}
+
+    def reassign(replicas: dict[TopicPartition, list[int] | None]) -> list[str]:
+        body = {
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "replicas": r} for tp, r in replicas.items()]
+        }
+        answer = _call_controller(cluster, active, ALTER_PARTITION_REASSIGNMENTS_PATH, body)
+        errors = [
+            f"{p['topic']}-{p['partition']}: {p['error_message']}" for p in answer["partitions"] if p["error_code"]
+        ]
+        return ([f"error {answer['error_code']}"] if answer["error_code"] else []) + errors
+
+    notes = [f"broker {offline} killed; moving {original} -> {targets}"]
+    refused = reassign(dict(targets))
+    started = wait_until(
+        lambda: all(
+            a.adding_replicas
+            for a in ZkStore(cluster.zk).get_replica_assignments(["moving"])["moving"].partitions.values()
+        ),
+        10,
+    )
+    if refused or started is None:
+        notes.append(f"the reassignment did not start: {refused or 'no adding replicas after 10 s'}")
+        cluster.brokers[offline].start(timeout=s.session_timeout_s * 4)
+        return Outcome(None, False, notes)
+    time.sleep(1.0)  # it is stuck: the adding replica's broker is down
+    # Kafka's cancel restores the origin replicas as the in-flight assignment records them: its
+    # replicas minus the adding ones, in that order (reference §2.1), which can differ in order from
+    # the list before the move ([1,2] -> [2,3] cancels to [2,1]); the set is always the original one.
+    in_flight = ZkStore(cluster.zk).get_replica_assignments(["moving"])["moving"].partitions
+    expected = {
+        tp: [r for r in in_flight[tp.partition].replicas if r not in in_flight[tp.partition].adding_replicas]
+        for tp in original
+    }
+    lost = any(set(expected[tp]) != set(replicas) for tp, replicas in original.items())
+    if lost:
+        notes.append(f"the in-flight assignment lost an original replica: {in_flight}")
+    cancelled = time.monotonic()
+    refused = reassign(dict.fromkeys(targets))
+    if refused:
+        notes.append(f"cancel refused: {refused}")
+
+    def reverted() -> bool:
+        if cluster.zk.exists(paths.REASSIGN_PARTITIONS_PATH) is not None:
+            return False
+        assignment = ZkStore(cluster.zk).get_replica_assignments(["moving"])["moving"].partitions
+        states = cluster.partition_states()
+        return all(
+            list(assignment[tp.partition].replicas) == replicas
+            and not assignment[tp.partition].adding_replicas
+            and not assignment[tp.partition].removing_replicas
+            and set(states[f"moving-{tp.partition}"].isr) <= set(replicas)
+            and states[f"moving-{tp.partition}"].leader in replicas
+            for tp, replicas in expected.items()
+        )
+
+    done = wait_until(reverted, 20)
+    took = None if done is None else time.monotonic() - cancelled
+    if done is None:
+        assignment = ZkStore(cluster.zk).get_replica_assignments(["moving"])["moving"].partitions
+        states = cluster.partition_states()
+        notes.append(
+            f"expected {expected}; left: /admin/reassign_partitions "
+            f"{'present' if cluster.zk.exists(paths.REASSIGN_PARTITIONS_PATH) else 'gone'}; "
+            + "; ".join(
+                f"moving-{p}: replicas {list(a.replicas)} adding {list(a.adding_replicas)} removing "
+                f"{list(a.removing_replicas)} leader {states[f'moving-{p}'].leader} "
+                f"isr {list(states[f'moving-{p}'].isr)}"
+                for p, a in sorted(assignment.items())
+            )
+        )
+    notes.append(
+        f"cancelled with broker {offline} down: back on the original replicas after {took and round(took, 2)} s"
+    )
+    cluster.brokers[offline].start(timeout=s.session_timeout_s * 4)
+    return Outcome(took, not lost and not refused and took is not None and took <= s.slack * 5.0, notes)
 
 
 def f14_failover_mid_deletion(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
@@ -370,11 +528,16 @@ SOAK_SCENARIOS: dict[str, Scenario] = {
         Scenario("F7", "long controller-ZK partition (3 Ts)", "new controller <= Ts + 3 s", f7_long_partition),
         Scenario("F8", "ZooKeeper leader restart x5", "headless window <= 2 Ts", f8_zk_leader_restart),
         Scenario("F9", "ZooKeeper quorum loss 30 s", "converged <= 2 Ts + 5 s", f9_quorum_loss),
-        Scenario("F12", "controlled shutdown, 200 ms ZK delay", "shutdown <= 10 s", f12_controlled_shutdown_slow_zk),
+        Scenario(
+            "F12",
+            "controlled shutdown: 200 ms ZK delay / ZK down (odd runs)",
+            "shutdown <= 10 s; ZK down: broker exits <= 3 x (timeout + backoff)",
+            f12_controlled_shutdown_slow_zk,
+        ),
         Scenario(
             "F13",
-            "failover mid-reassignment",
-            "complete <= Ts + 10 s",
+            "failover mid-reassignment / cancel, target offline (odd runs)",
+            "complete <= Ts + 10 s; cancel reverted <= 5 s",
             f13_failover_mid_reassignment,
             replicating=True,
         ),

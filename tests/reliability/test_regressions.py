@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -10,9 +13,16 @@ import redis
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from controller_core.broker.controller_client import ControllerClient, ControllerUnavailableError
+from controller_core.broker.registration import BrokerRegistrar
 from controller_core.config import ControllerConfig
+from controller_core.model import BrokerRegistration, EndPoint
+from controller_core.protocol import ControlledShutdownRequest
 from controller_core.runner import ControllerRunner
 from controller_core.zk import codecs, paths
+from controller_core.zk.store import ZkStore
+from scripts.devservices import ZooKeeperServer
+from scripts.reliability.faultproxy import FaultProxy
 from tests.integration.mirror_helpers import counts, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import drop_connection, wait_for
 from workers.mirror.testing import KafkaLayoutWriter
@@ -87,3 +97,73 @@ def test_mirror_rearms_its_watches_after_a_dropped_connection(
         wait_for(lambda: counts(rds).get("topics") == 2, timeout=20, what="the topic created after the reconnect")
     finally:
         stop_mirror(mirror, client)
+
+
+@pytest.fixture
+def silent_controller() -> Iterator[str]:
+    """A controller API that accepts connections and never answers (one whose ZooKeeper is gone)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+
+def test_controlled_shutdown_gives_up_in_bounded_time_with_zookeeper_unreachable(
+    zk_server: ZooKeeperServer, zk_chroot: str, zk: KazooClient, silent_controller: str
+) -> None:
+    """F12, ZooKeeper-down variant (KAFKA-9189): a broker's controlled shutdown must end after its
+    bounded retries. After each failed attempt the client re-read ``/controller`` with kazoo's
+    synchronous ``get``, which waits for ever while ZooKeeper is unreachable: the broker hung in
+    shutdown until ZooKeeper came back. Deregistering had the same wait."""
+    chroot = zk_chroot[zk_chroot.index("/") :]
+    zk.create(paths.CONTROLLER_PATH, codecs.encode_controller(100, extra={"endpoint": silent_controller}))
+    zk.ensure_path(paths.broker_id_path(1).rsplit("/", 1)[0])
+    proxy = FaultProxy(zk_server.host, zk_server.port).start()
+    broker_zk = KazooClient(hosts=f"127.0.0.1:{proxy.port}{chroot}", timeout=6.0)
+    broker_zk.start(timeout=15)
+    try:
+        registrar = BrokerRegistrar(
+            broker_zk,
+            ZkStore(broker_zk),
+            BrokerRegistration(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 1),)),
+            on_epoch=lambda _: None,
+        )
+        registrar.register()
+        client = ControllerClient(broker_zk, timeout_s=1.0)
+        client.start()
+        wait_for(lambda: client.controller_id == 100, timeout=10)
+        proxy.set_mode("blackhole")
+        wait_for(lambda: broker_zk.state != KazooState.CONNECTED, timeout=15)
+
+        def shut_down() -> None:
+            for _ in range(3):  # the broker's controlled.shutdown.max.retries
+                with pytest.raises(ControllerUnavailableError):
+                    client.controlled_shutdown(ControlledShutdownRequest(1, 0))
+            registrar.deregister()
+
+        started = time.monotonic()
+        worker = threading.Thread(target=shut_down, daemon=True)
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), "the controlled shutdown hung on ZooKeeper"
+        assert time.monotonic() - started < 3 * 1.0 + 5.0  # three request timeouts, and slack
+    finally:
+        proxy.stop()
+        broker_zk.stop()
+        broker_zk.close()
