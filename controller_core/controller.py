@@ -1149,6 +1149,7 @@ class Controller:
             if m.queue_time_count
             else 0,
             "event_queue_time_ms_max": round(m.queue_time_max_ms, 3),
+            **self.events.recent_queue_time_figures(),
             "events_processed": m.events_processed,
             "offline_partitions": self.ctx.offline_partition_count if active else 0,
             "preferred_replica_imbalance": self.ctx.preferred_replica_imbalance_count if active else 0,

@@ -9,17 +9,18 @@ waiting on it gets NOT_CONTROLLER at once) before enqueueing the new event: used
 expiry and shutdown.
 
 Metrics kept here (and read by the hosts' Prometheus exporters): queue size, time in queue
-(``EventQueueTimeMs``), time spent per controller state, events processed, and the state the
-controller is in right now.
+(``EventQueueTimeMs``, plus the last 20,000 samples with their times for windowed percentiles),
+time spent per controller state, events processed, and the state the controller is in right now.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from controller_core.controller_state import ControllerState
@@ -31,6 +32,53 @@ logger = logging.getLogger(__name__)
 
 #: ``EventQueueTimeMs`` is reset when the queue has been empty this long (Kafka's 300 s).
 QUEUE_TIME_RESET_MS = 300_000
+
+#: Recent queue-time samples kept for windowed percentiles (about 0.5 MB at the bound).
+QUEUE_TIME_SAMPLES = 20_000
+
+#: Windows (seconds, ending now) of the queue-time p99s in the controller's status.
+STATUS_P99_WINDOWS_S = (10, 30, 60)
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Nearest-rank percentile ``q`` (0-100] of ``values``; None when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class QueueTimeSamples:
+    """The last ``capacity`` queue-time samples as ``(monotonic time taken, ms waited)``.
+
+    Why: count, total and max since the last reset cannot say how the loop did during one
+    incident (a Redis pause, a broker bounce): the reliability plan's F20 figure is a p99 over the
+    pause. Bounded, so a flood costs a fixed amount of memory; the oldest samples fall off first.
+    Appended by the event thread, read by status callers on other threads (hence the lock).
+    """
+
+    def __init__(self, capacity: int = QUEUE_TIME_SAMPLES) -> None:
+        self._samples: deque[tuple[float, float]] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def add(self, at: float, ms: float) -> None:
+        with self._lock:
+            self._samples.append((at, ms))
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def between(self, since: float, until: float | None = None) -> list[float]:
+        """The milliseconds of samples taken in ``[since, until]`` (monotonic seconds)."""
+        out: list[float] = []
+        with self._lock:
+            for at, ms in reversed(self._samples):  # newest first: stop at the window's start
+                if at < since:
+                    break
+                if until is None or at <= until:
+                    out.append(ms)
+        return out
 
 
 class QueuedEvent:
@@ -87,11 +135,13 @@ class EventManagerMetrics:
     events_processed: int = 0
     per_state: dict[ControllerState, StateTimer] = field(default_factory=dict)
     per_event: dict[str, StateTimer] = field(default_factory=dict)
+    recent: QueueTimeSamples = field(default_factory=QueueTimeSamples)
 
-    def observe_queue_time(self, ms: float) -> None:
+    def observe_queue_time(self, ms: float, at: float | None = None) -> None:
         self.queue_time_count += 1
         self.queue_time_total_ms += ms
         self.queue_time_max_ms = max(self.queue_time_max_ms, ms)
+        self.recent.add(time.monotonic() if at is None else at, ms)
 
     def reset_queue_time(self) -> None:
         self.queue_time_count = 0
@@ -159,6 +209,38 @@ class ControllerEventManager:
     def queue_size(self) -> int:
         return len(self._queue)
 
+    def waiting_ms(self, now: float | None = None) -> list[float]:
+        """How long each event still in the queue has waited so far."""
+        at = time.monotonic() if now is None else now
+        with self._cond:
+            return [(at - queued.enqueued_at) * 1000 for queued in self._queue]
+
+    def queue_time_percentile(
+        self, q: float, since: float, until: float | None = None, now: float | None = None
+    ) -> float | None:
+        """Percentile ``q`` of the queue time of events taken in ``[since, until]`` (monotonic s).
+
+        When the window is open (``until`` None: up to now), events still waiting count with the
+        time they have waited so far: a loop blocked on one event would otherwise show nothing at
+        all until it resumes, which is exactly when the figure is read.
+        """
+        samples = self.metrics.recent.between(since, until)
+        if until is None:
+            samples.extend(self.waiting_ms(now))
+        return percentile(samples, q)
+
+    def recent_queue_time_figures(self) -> dict[str, float]:
+        """``event_queue_time_ms_p99_<W>s`` for each status window W (0 when nothing was queued), and
+        ``event_queue_time_ms_p50`` over the widest window (the overview page shows it)."""
+        now = time.monotonic()
+        figures = {
+            f"event_queue_time_ms_p99_{w}s": round(self.queue_time_percentile(99, now - w, now=now) or 0.0, 3)
+            for w in STATUS_P99_WINDOWS_S
+        }
+        widest = max(STATUS_P99_WINDOWS_S)
+        figures["event_queue_time_ms_p50"] = round(self.queue_time_percentile(50, now - widest, now=now) or 0.0, 3)
+        return figures
+
     def is_event_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
@@ -201,7 +283,7 @@ class ControllerEventManager:
             if (now - self._last_nonempty) * 1000 > QUEUE_TIME_RESET_MS:
                 self.metrics.reset_queue_time()
             self._last_nonempty = now
-            self.metrics.observe_queue_time((now - queued.enqueued_at) * 1000)
+            self.metrics.observe_queue_time((now - queued.enqueued_at) * 1000, now)
             self.state = event.state
             started = time.perf_counter()
             try:

@@ -181,6 +181,8 @@ CELERY_BEAT_SCHEDULE = {
     "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
     # Audit retention (issue #7): delete audit rows older than AUDIT_RETENTION_DAYS, once a day.
     "audit-retention": {"task": "workers.retention.cleanup", "schedule": crontab(hour=1, minute=15)},
+    # Admin tasks whose worker died after a duplicate delivery was acked: re-queued (workers.action_lease).
+    "actions-recover-stalled": {"task": "workers.actions.recover_stalled", "schedule": 15.0},
 }
 # Audit rows (actions and ingested state changes) older than this are deleted by that task.
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)

@@ -8,7 +8,10 @@ records per partition whether its preferred replica leads. When the controller d
 request in time the action stays *pending* and the unwritten batches are listed.
 
 Exactly once under redelivery (``acks_late``; a worker may be SIGKILLed mid-task): see
-``run_preferred_election``.
+``run_preferred_election``. Exactly once also when two copies run at the same time (the Redis
+transport redelivers a task that outlives its ``visibility_timeout`` while the first copy still runs):
+a copy acts only while it holds the action's run lease (``RunLease``, ``begin_run``), and every write it
+makes is fenced by that lease.
 
 ``workers.actions.ingest_state_changes``: copy new entries of ``kcp:{cluster}:state-changes`` into
 ``StateChange`` rows. Rows and the stream cursor are committed in one transaction and rows are unique
@@ -31,7 +34,7 @@ import redis
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 from kazoo.client import KazooClient
 
@@ -42,6 +45,7 @@ from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action, IngestCursor, StateChange
 from dashboard.actions.zk import zk_security
+from workers.action_lease import LeaseLost, begin_run, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +95,16 @@ FINAL: Final = (
 
 
 def _save_outcome(action: Action) -> None:
-    """Commit ``action.outcome`` now: the journal a redelivered task resumes from."""
-    if action.pk is not None:
-        Action.objects.filter(pk=action.pk).update(outcome=action.outcome)
+    """Commit ``action.outcome`` now: the journal a redelivered task resumes from.
+
+    Fenced by the run lease: the row is written only while it still names this copy's lease
+    (``action.lease_owner``; empty when run without one, as tests do), so a copy that lost its lease
+    to a takeover stops here (``LeaseLost``) instead of writing the batch after the journal moved on.
+    """
+    if action.pk is None:
+        return
+    if not Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner).update(outcome=action.outcome):
+        raise LeaseLost(f"action #{action.pk}: the run lease {action.lease_owner or '(none)'} is no longer held")
 
 
 def _plan_batches(action: Action, size: int) -> list[list[list[Any]]]:
@@ -218,18 +229,32 @@ def preferred_election(
     """Run the queued preferred election ``action_id``; returns its final status. ``connect``
     overrides the cluster's ZooKeeper connect string (tests).
 
-    ``acks_late`` redelivers the task when a worker dies mid-task: every start counts in
-    ``Action.attempts``; a finished action is never run again and a *running* one resumes from its
-    journal (``run_preferred_election``), so each batch is requested once.
+    ``acks_late`` redelivers the task when a worker dies mid-task, and the Redis transport redelivers
+    one that outlives its visibility timeout while the first copy still runs: every start counts in
+    ``Action.attempts``, and only the copy holding the run lease acts (``begin_run``). A finished
+    action is never run again; one whose holder died is taken over once its lease expires and resumes
+    from its journal (``run_preferred_election``), so each batch is requested once.
     """
+    lease = begin_run(action_id, FINAL)
+    if lease is None:
+        return status_of(action_id)
+    with lease:
+        action = Action.objects.get(pk=action_id)
+        try:
+            return _run_leased(action, batch_size, wait_s, connect)
+        except LeaseLost as exc:  # taken over after this copy's lease expired: the new holder finishes
+            logger.warning("preferred election #%s: %s; stopping without writing", action_id, exc)
+            return status_of(action_id)
+
+
+def _run_leased(action: Action, batch_size: int, wait_s: float, connect: str | None) -> str:
+    """The task's body, run by the lease holder; every row write is fenced by ``action.lease_owner``."""
     from dashboard.clusters.models import Cluster
 
-    Action.objects.filter(pk=action_id).update(attempts=F("attempts") + 1)
-    action = Action.objects.get(pk=action_id)
-    if action.status in FINAL:
-        return str(action.status)  # redelivered after it ran: never write twice
     started = action.started or timezone.now()
-    Action.objects.filter(pk=action.pk).update(status=Action.Status.RUNNING, started=started)
+    running = Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner)
+    if not running.update(status=Action.Status.RUNNING, started=started):
+        raise LeaseLost(f"action #{action.pk}: the run lease was taken over before it started")
     action.started = started
     action.status = Action.Status.RUNNING
     client = None
@@ -238,18 +263,32 @@ def preferred_election(
             connect = Cluster.objects.get(name=action.cluster).zookeeper_connect
         client = _connect(connect)
         run_preferred_election(action, ZkStore(client), batch_size=batch_size, wait_s=wait_s)
+    except LeaseLost:
+        raise
     except Exception as exc:
-        logger.exception("preferred election #%s failed", action_id)
+        logger.exception("preferred election #%s failed", action.pk)
         action.status = Action.Status.FAILED
         action.error = f"{exc.__class__.__name__}: {exc}"
     finally:
         if client is not None:
             client.stop()
             client.close()
-    action.finished = timezone.now()
-    action.duration_ms = int((action.finished - started).total_seconds() * 1000)
-    action.save(update_fields=["status", "error", "outcome", "controller_epoch", "started", "finished", "duration_ms"])
+    _finish_leased(action)
     return str(action.status)
+
+
+def _finish_leased(action: Action) -> None:
+    """Record the final status and release the lease in one fenced UPDATE: a copy waiting for the lease
+    can only get it after the outcome is committed, and then finds the action finished."""
+    action.finished = timezone.now()
+    started = action.started or action.finished
+    action.duration_ms = int((action.finished - started).total_seconds() * 1000)
+    fields = ("status", "error", "outcome", "controller_epoch", "started", "finished", "duration_ms")
+    written = Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner).update(
+        **{f: getattr(action, f) for f in fields}, lease_owner="", lease_until=None
+    )
+    if not written:
+        raise LeaseLost(f"action #{action.pk}: the run lease was taken over before the outcome was recorded")
 
 
 STREAM_BATCH: Final = 1000

@@ -18,14 +18,13 @@ import logging
 import os
 from dataclasses import dataclass, replace
 
-import redis
 from django.conf import settings
 
 from controller_core.config import ControllerConfig
 from controller_core.controller import Controller
 from controller_core.runner import ControllerRunner
 from dashboard.lib.env import env_bool, env_int
-from workers.sinks import ControllerStatusPublisher, RedisStreamSink
+from workers.controller_redis import ControllerRedisPlugs
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +64,14 @@ def config_from_environment(
 
 @dataclass
 class ControllerHost:
-    """A controller candidate with the Redis stream and status publisher around it."""
+    """A controller candidate with the Redis stream and status publisher around it (``ControllerRedisPlugs``)."""
 
     cluster: str
     config: ControllerConfig
 
     def __post_init__(self) -> None:
         self._runner: ControllerRunner | None = None
-        self._stream: RedisStreamSink | None = None
-        self._status: ControllerStatusPublisher | None = None
-        self._redis: redis.Redis | None = None
+        self._redis: ControllerRedisPlugs | None = None
 
     @classmethod
     def from_environment(cls, controller_id: int | None = None, cluster: str | None = None) -> ControllerHost:
@@ -89,18 +86,13 @@ class ControllerHost:
         return None if self._runner is None else self._runner.controller
 
     def start(self) -> Controller:
-        self._redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0, socket_connect_timeout=2.0)
-        self._stream = RedisStreamSink(
-            self._redis, self.cluster, maxlen=env_int("STATE_CHANGE_STREAM_MAXLEN", 1_000_000)
+        self._redis = ControllerRedisPlugs.connect(
+            settings.REDIS_URL, self.cluster, maxlen=env_int("STATE_CHANGE_STREAM_MAXLEN", 1_000_000)
         )
-        self._stream.start()
         log_dir = settings.STATE_CHANGE_LOG_DIR / self.cluster
-        self._runner = ControllerRunner(self.config, log_dir=log_dir, extra_sinks=[self._stream])
+        self._runner = ControllerRunner(self.config, log_dir=log_dir, extra_sinks=self._redis.sinks)
         controller = self._runner.start()
-        self._status = ControllerStatusPublisher(
-            self._redis, self.cluster, self.config.controller_id, controller.status
-        )
-        self._status.start()
+        self._redis.publish_status(self.config.controller_id, controller.status)
         logger.info(
             "controller candidate %d for cluster %r (%s); state-change log in %s",
             self.config.controller_id,
@@ -111,15 +103,11 @@ class ControllerHost:
         return controller
 
     def stop(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        if self._redis is not None:
+            self._redis.stop_status()
         if self._runner is not None:
             self._runner.stop()
             self._runner = None
-        if self._stream is not None:
-            self._stream.stop()
-            self._stream = None
         if self._redis is not None:
-            self._redis.close()
+            self._redis.close()  # after the runner: the resignation's records reach the stream
             self._redis = None

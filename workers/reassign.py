@@ -7,17 +7,25 @@ Refused (status *rejected*, nothing written) while another request is pending th
 Idempotent under redelivery (``acks_late``): every start increments ``Action.attempts``; a finished
 action is left alone; before writing, ``outcome["writing"]`` is saved, and a delivery that finds it
 set looks at the znode (holding exactly this request: it was ours) and at the topic znodes (the
-controller already took it) instead of writing again. Two deliveries racing each other cannot both
-write either: the znode is created, never overwritten, and the loser finds its own request there.
+controller already took it) instead of writing again. Two deliveries running at the same time (the
+Redis transport redelivers a task that outlives its visibility timeout, F17) do not both act: only the
+copy holding the action's run lease does (``workers.action_lease.begin_run``); the other waits about one
+lease period and, while the holder keeps renewing, leaves the action alone (noted in
+``Action.deliveries``). Every write of the holder is fenced by its lease, and as a last line the znode
+is created, never overwritten, so a loser would find its own request there.
 
 ``workers.reassign.monitor``: refresh a running reassignment's progress into its outcome every few
 seconds and record its completion; re-queues itself while the reassignment runs (the progress page
-does the same on every poll, so completion is recorded by whichever comes first).
+does the same on every poll, so completion is recorded by whichever comes first). It takes no lease:
+it has no effect outside the database, its writes are a progress snapshot read from ZooKeeper and a
+completion recorded once by a conditional update (``status = running``), exactly what the progress
+page does unleased on every poll.
 
 ``workers.reassign.cancel``: cancel the partitions of a reassignment that are still moving, through
 the controller's AlterPartitionReassignments endpoint (KIP-455: back to the original replicas).
 Only partitions whose current target is still this reassignment's are cancelled, and the request is
-sent at most once per action (``outcome["sent"]``), so a redelivery never cancels a newer move.
+sent at most once per action (``outcome["sent"]``, committed under the run lease before sending), so
+neither a redelivery nor a concurrent copy ever cancels a newer move.
 """
 
 from __future__ import annotations
@@ -45,8 +53,9 @@ from controller_core.requests import ErrorCode
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
-from dashboard.actions.reassign_service import bump_attempts, refresh, requested_of
+from dashboard.actions.reassign_service import refresh, requested_of
 from dashboard.actions.zk import cluster_store
+from workers.action_lease import LeaseLost, RunLease, begin_run, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +67,11 @@ FINAL: Final = frozenset({Action.Status.SUCCEEDED, Action.Status.PARTIAL, Action
 
 
 def _save(action: Action, *fields: str) -> None:
-    action.save(update_fields=list(fields))
+    """Write ``fields`` only while the row still names this copy's run lease (``action.lease_owner``;
+    empty when run without one, as tests do): a copy whose lease was taken over stops (``LeaseLost``)."""
+    values = {f: getattr(action, f) for f in fields}
+    if not Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner).update(**values):
+        raise LeaseLost(f"action #{action.pk}: the run lease {action.lease_owner or '(none)'} is no longer held")
 
 
 def _finish(action: Action, status: str, error: str) -> None:
@@ -140,18 +153,25 @@ def _mark_written(action: Action, outcome: dict[str, Any], how: str) -> Action:
     return action
 
 
-def _claim(action: Action) -> bool:
-    """Move QUEUED -> RUNNING (recording the start); False when the action is already finished."""
-    bump_attempts(action)
-    if action.status in FINAL:
-        return False
+def _claim(action_id: int) -> tuple[Action, RunLease] | None:
+    """Take the run lease and move QUEUED -> RUNNING (recording the start).
+
+    None when this copy must not act: the action is finished, or another copy holds the lease and keeps
+    renewing it (``begin_run`` notes which in ``Action.deliveries``).
+    """
+    lease = begin_run(action_id, FINAL)
+    if lease is None:
+        return None
+    action = Action.objects.get(pk=action_id)
     if action.status == Action.Status.QUEUED:
-        started = timezone.now()
-        Action.objects.filter(pk=action.pk, status=Action.Status.QUEUED).update(
-            status=Action.Status.RUNNING, started=started
+        Action.objects.filter(pk=action_id, status=Action.Status.QUEUED, lease_owner=lease.owner).update(
+            status=Action.Status.RUNNING, started=timezone.now()
         )
         action.refresh_from_db()
-    return action.status == Action.Status.RUNNING
+    if action.status != Action.Status.RUNNING:
+        lease.close()
+        return None
+    return action, lease
 
 
 def _connect_string(action: Action, connect: str | None) -> str:
@@ -177,24 +197,38 @@ def _schedule_monitor(action_id: int, connect: str | None) -> None:
 def execute(self: Any, action_id: int, connect: str | None = None, monitor: bool = True) -> str:
     """Run the queued reassignment ``action_id``; returns its status. ``connect`` overrides the
     cluster's ZooKeeper connect string (tests); ``monitor`` schedules the progress monitor."""
-    action = Action.objects.get(pk=action_id)
-    if not _claim(action):
-        return str(action.status)
+    claimed = _claim(action_id)
+    if claimed is None:
+        return status_of(action_id)
+    action, lease = claimed
+    with lease:
+        try:
+            status = _execute_leased(self, action, connect)
+        except LeaseLost as exc:
+            logger.warning("reassignment #%s: %s; stopping without writing", action_id, exc)
+            return status_of(action_id)
+    if status == Action.Status.RUNNING and monitor:
+        _schedule_monitor(action_id, connect)
+    return status
+
+
+def _execute_leased(task: Any, action: Action, connect: str | None) -> str:
+    """The task's body, run by the lease holder. A failure before the write is retried (the retry is a
+    new delivery that claims the lease again); ``LeaseLost`` goes up untouched, as it must not write."""
     try:
         with cluster_store(_connect_string(action, connect)) as store:
             run_execute(action, store)
             if action.status == Action.Status.RUNNING:
                 refresh(action, store)
+    except LeaseLost:
+        raise
     except Exception as exc:
-        logger.warning("reassignment #%s: %s", action_id, exc)
-        if self.request.retries < MAX_RETRIES and not (action.outcome or {}).get("written"):
+        logger.warning("reassignment #%s: %s", action.pk, exc)
+        if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("written"):
             # a retry reconciles with the znode: a write that went through is never repeated
-            raise self.retry(exc=exc, countdown=5) from exc
+            raise task.retry(exc=exc, countdown=5) from exc
         if not (action.outcome or {}).get("written"):
             _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
-            return str(action.status)
-    if action.status == Action.Status.RUNNING and monitor:
-        _schedule_monitor(action_id, connect)
     return str(action.status)
 
 
@@ -295,15 +329,29 @@ def run_cancel(action: Action, store: ZkStore) -> Action:
 
 @shared_task(bind=True, name="workers.reassign.cancel", max_retries=MAX_RETRIES)
 def cancel(self: Any, action_id: int, connect: str | None = None) -> str:
-    action = Action.objects.get(pk=action_id)
-    if not _claim(action):
-        return str(action.status)
+    """Run the queued cancellation ``action_id``; returns its status. Only the lease holder sends."""
+    claimed = _claim(action_id)
+    if claimed is None:
+        return status_of(action_id)
+    action, lease = claimed
+    with lease:
+        try:
+            _cancel_leased(self, action, connect)
+        except LeaseLost as exc:
+            logger.warning("cancel #%s: %s; stopping without writing", action_id, exc)
+            return status_of(action_id)
+    return str(action.status)
+
+
+def _cancel_leased(task: Any, action: Action, connect: str | None) -> None:
+    """The task's body, run by the lease holder; retried only while nothing was sent."""
     try:
         with cluster_store(_connect_string(action, connect)) as store:
             run_cancel(action, store)
+    except LeaseLost:
+        raise
     except Exception as exc:
-        logger.warning("cancel #%s: %s", action_id, exc)
-        if self.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
-            raise self.retry(exc=exc, countdown=2) from exc
+        logger.warning("cancel #%s: %s", action.pk, exc)
+        if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
+            raise task.retry(exc=exc, countdown=2) from exc
         _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
-    return str(action.status)

@@ -63,6 +63,21 @@ class Action(models.Model):
         help_text="Client-chosen key: a replayed request or a redelivered task with it has one effect.",
     )
     attempts = models.IntegerField(default=0, help_text="How many times a worker started the task (redeliveries).")
+    lease_owner = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The task copy now carrying the action out (a fresh token per run); empty when none is.",
+    )
+    lease_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Until when the lease holds unless renewed: a copy that died stops renewing it.",
+    )
+    deliveries = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What each task delivery did: ran, took over an expired lease, or left a live one alone.",
+    )
 
     class Meta:
         ordering = ["-created", "-id"]

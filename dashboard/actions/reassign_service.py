@@ -7,7 +7,10 @@ progress (which also records completion in the action). Permissions are checked 
 
 Idempotency: every submission may carry a client key (form hidden input, API ``Idempotency-Key``
 header). A second submission with the same key by the same user returns the first action and
-has no other effect, whether the first was queued or rejected.
+has no other effect, whether the first was queued or rejected. Two submissions with the same key at
+the same instant both pass the first look-up, so an action is created *then* checked against the
+others with its key (``_first_wins``, as ``election_submit`` does): the later one is recorded as a
+rejected duplicate, answered with the first action, and never queued.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from django.db.models import F
 from django.utils import timezone
 
 from controller_core.model import TopicPartition
@@ -54,6 +56,7 @@ CANCEL_TASK: Final = "workers.reassign.cancel"
 MAX_REASON: Final = 2000
 MAX_KEY: Final = 100
 MAX_STORED_INPUT: Final = 64 * 1024
+DUPLICATE: Final = "duplicate of action"
 RUNNING_STATES: Final = (Action.Status.QUEUED, Action.Status.RUNNING)
 
 
@@ -203,10 +206,27 @@ def clean_key(raw: str | None) -> str:
 
 
 def replayed(user: Any, key: str, kind: str) -> Action | None:
-    """The action a previous request with this key by this user created, if any."""
+    """The action a previous request with this key by this user created, if any (never a row that
+    was itself refused as a concurrent duplicate)."""
     if not key or not getattr(user, "is_authenticated", False):
         return None
-    return Action.objects.filter(user=user, idempotency_key=key, kind=kind).order_by("id").first()
+    return (
+        Action.objects.filter(user=user, idempotency_key=key, kind=kind)
+        .exclude(error__startswith=DUPLICATE)
+        .order_by("id")
+        .first()
+    )
+
+
+def _first_wins(user: Any, key: str, action: Action) -> Action | None:
+    """After creating ``action``: the earlier action with the same key when a concurrent request got
+    there first, with ``action`` recorded as a rejected duplicate (audited, never queued); else None."""
+    earlier = replayed(user, key, action.kind)
+    if earlier is None or earlier.pk == action.pk:
+        return None
+    error = f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
+    Action.objects.filter(pk=action.pk).update(status=Action.Status.REJECTED, error=error)
+    return earlier
 
 
 def _stored_input(raw: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
@@ -295,6 +315,9 @@ def submit(
         status=Action.Status.QUEUED,
         idempotency_key=key,
     )
+    first = _first_wins(user, key, action)
+    if first is not None:
+        return Submitted(first, False, [first.error] if first.error else [])
     _send(action, EXECUTE_TASK)
     return Submitted(action, True, [], info)
 
@@ -360,6 +383,9 @@ def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key:
         status=Action.Status.QUEUED,
         idempotency_key=key,
     )
+    first = _first_wins(user, key, action)
+    if first is not None:
+        return Submitted(first, False, [first.error] if first.error else [])
     _send(action, CANCEL_TASK)
     return Submitted(action, True, [])
 
@@ -441,8 +467,3 @@ def progress_document(cluster: Cluster, action: Action) -> dict[str, Any]:
         progress = (action.outcome or {}).get("progress") or {}
     body["progress"] = {k: v for k, v in progress.items() if k != "samples"}
     return body
-
-
-def bump_attempts(action: Action) -> None:
-    Action.objects.filter(pk=action.pk).update(attempts=F("attempts") + 1)
-    action.refresh_from_db(fields=["attempts", "status", "outcome", "error"])

@@ -4,7 +4,7 @@ Group events (channel layer, ``type`` routes them to the consumer method of the 
 ``.`` replaced by ``_``)::
 
     {"type": "live.delta", "scope": "topic:orders", "gen": "9f..", "seq": 412, "prev": 409, "data": {...}}
-    {"type": "live.status", "status": {"zk_state": "CONNECTED", "synced_at": ..., ...}}
+    {"type": "live.status", "status": {"zk_state": "CONNECTED", "synced_at": ..., "scope_seqs": {...}, ...}}
     {"type": "live.resync", "gen": "a1.."}
 
 Browser messages (JSON over the WebSocket)::
@@ -20,8 +20,11 @@ Browser messages (JSON over the WebSocket)::
 Ordering rule for the browser: keep the snapshot's ``(gen, seq)``; for each delta of the same
 ``gen``: ``seq <= held`` -> already included, ignore; ``prev <= held`` -> apply and hold ``seq``;
 ``prev > held`` -> a delta was lost (channel layers drop over capacity): ask for a resync. A delta
-of another ``gen`` also means resync. Deltas carry absolute values (counters, rows), so applying
-one that overlaps the snapshot is harmless; transitions only animate.
+of another ``gen`` also means resync. A lost *last* delta has no successor to reveal it, so each
+``live.status`` carries ``scope_seqs`` (``{scope: seq of the last delta sent to it}``, this ``gen``,
+stamped by the mirror's publisher): a page holding less than its scope's entry asks for a resync.
+Deltas carry absolute values (counters, rows), so applying one that overlaps the snapshot is
+harmless; transitions only animate.
 """
 
 from __future__ import annotations

@@ -126,6 +126,9 @@ class Candidate:
         ]
         if self.cluster.auto_rebalance:
             argv += ["--auto-rebalance", "--rebalance-interval-s", "2"]
+        if self.cluster.redis_url is not None:  # the Celery host's stream sink and status publisher (F20)
+            argv += ["--redis-url", self.cluster.redis_url, "--cluster", self.cluster.redis_cluster]
+            argv += ["--state-change-dir", str(self.state_change_dir)]
         self.proc = Proc(f"controller-{self.id}", argv, env, self.cluster.work_dir / f"controller-{self.id}.log")
         if wait_until(lambda: ready.exists() or not self._alive(), timeout) is None or not ready.exists():
             raise RuntimeError(f"controller {self.id} did not start:\n{self.proc.log_tail()}")
@@ -135,6 +138,11 @@ class Candidate:
     @property
     def session_file(self) -> Path:
         return self.cluster.work_dir / f"controller-{self.id}.session"
+
+    @property
+    def state_change_dir(self) -> Path:
+        """Where the candidate keeps its JSON-lines state-change log when it writes the stream."""
+        return self.cluster.work_dir / f"state-change-c{self.id}"
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.alive()
@@ -315,6 +323,9 @@ class Cluster:
         self.ensemble: Any = None  # the ZkEnsemble when the run has one (F8, F9, F22 use it)
         self.pending_restarts: list[int] = []  # candidates a nemesis killed, restarted by the heal
         self.mirror: Any = None  # a MirrorRig when ``mirror`` (imported lazily: it needs redis)
+        # Candidates (re)started while this is set write the state-change stream to this Redis.
+        self.redis_url: str | None = None
+        self.redis_cluster = "rel"
 
     def child_env(self, *, role: str, node: int) -> dict[str, str]:
         env = dict(os.environ)

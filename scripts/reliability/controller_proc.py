@@ -1,8 +1,12 @@
 """One controller candidate process for the reliability harness (``python -m scripts.reliability.controller_proc``).
 
 It runs the same ``ControllerRunner`` that ``manage.py run_controller`` and the Celery controller host
-run (kazoo client, fenced store, broker channel, broker-facing API, controller), without the Redis
-state-change stream, so a scenario needs no Django settings. SIGTERM or SIGINT resigns cleanly (the
+run (kazoo client, fenced store, broker channel, broker-facing API, controller), by default without
+the Redis state-change stream, so a scenario needs no Django settings. With ``--redis-url`` and
+``--cluster`` it plugs in the Celery host's own Redis side (``workers.controller_redis``: the
+buffered stream sink and the status publisher), so Redis faults (F20) hit the product's path; with
+``--state-change-dir`` it also keeps the day's JSON-lines log the hosts keep (the stream's durable
+copy, which a scenario compares the stream with). SIGTERM or SIGINT resigns cleanly (the
 controller deletes ``/controller`` fenced by its epoch), as the real hosts do. Once started it writes
 ``{"pid", "api"}`` to ``--ready-file``. The history recorder and the pause points are enabled by the
 harness through ``RELIABILITY_HISTORY_DIR`` and ``CONTROLLER_PAUSE_DIR``.
@@ -23,6 +27,7 @@ from typing import Any
 
 from controller_core.config import ControllerConfig
 from controller_core.runner import ControllerRunner
+from workers.controller_redis import ControllerRedisPlugs
 
 
 def _write_session(path: Path, client: Any) -> None:
@@ -44,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, required=True)
     parser.add_argument("--auto-rebalance", action="store_true")
     parser.add_argument("--rebalance-interval-s", type=float, default=300.0)
+    parser.add_argument("--redis-url", help="plug the Celery host's stream sink and status publisher")
+    parser.add_argument("--cluster", default="rel", help="the cluster name of the stream and status keys")
+    parser.add_argument("--state-change-dir", type=Path, help="also write the JSON-lines state-change log here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ControllerConfig(
@@ -57,8 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    runner = ControllerRunner(config)
-    runner.start()
+    plugs = ControllerRedisPlugs.connect(args.redis_url, args.cluster) if args.redis_url else None
+    runner = ControllerRunner(config, log_dir=args.state_change_dir, extra_sinks=plugs.sinks if plugs else ())
+    controller = runner.start()
+    if plugs is not None:
+        plugs.publish_status(args.id, controller.status)
     assert runner.api is not None and runner.client is not None
     session_file = os.environ.get("RELIABILITY_SESSION_FILE")
     if session_file:
@@ -84,7 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp.write_text(json.dumps({"pid": os.getpid(), "api": runner.api.url}))
     tmp.replace(args.ready_file)
     stop.wait()
+    if plugs is not None:
+        plugs.stop_status()
     runner.stop()
+    if plugs is not None:
+        plugs.close()
     return 0
 
 

@@ -1,16 +1,21 @@
 """The Redis mirror under test (F18, S6, L4): a private Redis, the real ``Mirror``, and a reader.
 
 The mirror is the one Celery's mirror host and ``manage.py run_mirror`` run (``workers.mirror``),
-in observed mode (it reads ZooKeeper; the harness's controllers write no Redis stream), connected to
-a Redis server of the run's own on a free loopback port, so killing or flushing it touches nothing
-else. A reader thread polls the partition rows every 100 ms and records what a page would have
-shown as ``op="observe"`` history records (S6: never a state ZooKeeper did not have, never going
-back per reader).
+in observed mode (it reads ZooKeeper; the harness's controllers write no Redis stream by default),
+connected to a Redis server of the run's own on a free loopback port, so killing, flushing or
+pausing it touches nothing else. ``follow_stream`` switches it to managed mode once the candidates
+write the state-change stream (F20: ``--redis-url``), so the mirror follows the controller's
+records as it does in production. A reader thread polls the partition rows every 100 ms and
+records what a page would have shown as ``op="observe"`` history records (S6: never a state
+ZooKeeper did not have, never going back per reader).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -24,6 +29,8 @@ from scripts.devservices import RedisServer, free_port
 from scripts.reliability.checker import PartitionSnapshot
 from workers.mirror.mirror import Mirror, MirrorConfig
 from workers.mirror.publish import RecordingPublisher
+from workers.mirror.state import MANAGED, OBSERVED
+from workers.sinks import state_change_stream_key
 
 CLUSTER = "rel"
 
@@ -45,14 +52,53 @@ class MirrorRig:
         self._zk = KazooClient(hosts=self.zk_connect, timeout=4.0)
         self._zk.start(timeout=15)
         self._redis = redis.Redis.from_url(self.server.url, socket_timeout=1.0, socket_connect_timeout=1.0)
-        config = MirrorConfig(CLUSTER, window_s=0.1, heartbeat_s=0.3, sweep_s=2.0)
+        self._start_mirror(OBSERVED)
+        self._reader = threading.Thread(target=self._read_loop, name="mirror-reader", daemon=True)
+        self._reader.start()
+        return self
+
+    def _start_mirror(self, mode: str) -> None:
+        assert self._zk is not None and self._redis is not None
+        config = MirrorConfig(CLUSTER, mode=mode, window_s=0.1, heartbeat_s=0.3, sweep_s=2.0)
         self.mirror = Mirror(config, self._zk, self._redis, RecordingPublisher())
         self.mirror.start()
         if not self.mirror.ready.wait(20):
             raise RuntimeError("the mirror never finished its first sync")
-        self._reader = threading.Thread(target=self._read_loop, name="mirror-reader", daemon=True)
-        self._reader.start()
-        return self
+
+    def follow_stream(self) -> None:
+        """Replace the observed mirror by a managed one that follows the controllers' stream."""
+        if self.mirror is not None:
+            self.mirror.stop()
+        self._start_mirror(MANAGED)
+
+    @property
+    def redis_url(self) -> str:
+        return self.server.url
+
+    def pause_redis(self) -> None:
+        """SIGSTOP the server: connections stay open, nothing is answered (F20)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume_redis(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        pid = self.server.recorded_pid()
+        if pid is None:
+            raise RuntimeError("the rig's Redis is not running")
+        os.kill(pid, sig)
+
+    def stream_payloads(self) -> list[bytes]:
+        """Every record in the state-change stream, as the raw JSON the sink wrote."""
+        conn = redis.Redis.from_url(self.server.url, socket_timeout=5.0, socket_connect_timeout=2.0)
+        try:
+            entries: Any = conn.xrange(state_change_stream_key(CLUSTER), min="-", max="+")
+        finally:
+            conn.close()
+        return [bytes(fields[b"r"]) for _id, fields in entries if b"r" in fields]
+
+    def stream_records(self) -> list[dict[str, Any]]:
+        return [json.loads(raw) for raw in self.stream_payloads()]
 
     def view(self) -> dict[str, PartitionSnapshot] | None:
         """The mirror's partitions as Redis holds them (None when Redis does not answer)."""
@@ -120,6 +166,8 @@ class MirrorRig:
             conn.close()
 
     def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.resume_redis()  # a stopped server would ignore the SIGTERM below
         self._stop.set()
         if self._reader is not None:
             self._reader.join(5)

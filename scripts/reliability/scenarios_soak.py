@@ -14,6 +14,7 @@ from typing import Any
 
 from controller_core.model import TopicPartition
 from controller_core.protocol import ALTER_PARTITION_REASSIGNMENTS_PATH
+from controller_core.requests import ErrorCode
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from scripts.reliability.cluster import Cluster, wait_until
@@ -26,6 +27,7 @@ from scripts.reliability.scenarios import (
     _new_active,
     _writes_after,
 )
+from scripts.reliability.scenarios_redis import REDIS_SCENARIOS
 
 
 def f7_long_partition(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
@@ -344,28 +346,98 @@ def _cancel_with_target_offline(cluster: Cluster, s: Settings) -> Outcome:
     return Outcome(took, not lost and not refused and took is not None and took <= s.slack * 5.0, notes)
 
 
+def _doomed_gone(cluster: Cluster) -> bool:
+    return all(
+        cluster.zk.exists(p) is None
+        for p in (paths.topic_path("doomed"), "/config/topics/doomed", paths.delete_topic_path("doomed"))
+    )
+
+
 def f14_failover_mid_deletion(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
-    """Kill the controller at the n-th write of a topic deletion; the next one finishes it."""
+    """Kill the controller at the n-th write of a topic deletion; the next one finishes it (runs
+    0 and 1 of every 4; n = run mod 4). Run 2 of 4: a replica's broker dies as the deletion starts
+    (KAFKA-10548). Run 3 of 4: a reassignment of a partition of the topic being deleted."""
+    if run % 4 == 2:
+        return _deletion_with_a_replica_broker_down(cluster, s)
+    if run % 4 == 3:
+        return _reassignment_of_a_topic_being_deleted(cluster, s)
     active = cluster.active()
     assert active is not None
     cluster.create_topic("doomed", partitions=3, replication=2)
     cluster.all_partitions_led(15)
     store = ZkStore(cluster.zk)
-    nth = run % 2  # the deletion makes two fenced multis here before the topic is gone (measured)
+    nth = run % 4  # the deletion makes two fenced multis here before the topic is gone (measured)
     reached = _kill_at_nth_write(cluster, active, nth, lambda: store.mark_topic_for_deletion("doomed"))
     killed = time.monotonic()
     del cluster.topics["doomed"]
-
-    def gone() -> bool:
-        return all(
-            cluster.zk.exists(p) is None
-            for p in (paths.topic_path("doomed"), "/config/topics/doomed", paths.delete_topic_path("doomed"))
-        )
-
-    finished = wait_until(gone, 30)
+    finished = wait_until(lambda: _doomed_gone(cluster), 30)
     took = None if finished is None else time.monotonic() - killed
     notes = [f"killed controller {active} at write #{nth + 1} of the deletion (reached: {reached})"]
     return Outcome(took, reached and took is not None and took <= s.slack * 15.0, notes)
+
+
+def _deletion_with_a_replica_broker_down(cluster: Cluster, s: Settings) -> Outcome:
+    """SIGKILL a broker holding replicas of ``doomed`` as its deletion is requested: the controller's
+    StopReplica(delete) to it gets no answer, its registration expires, and the deletion must halt
+    (not finish with a replica undeleted), then finish once the broker is back."""
+    cluster.create_topic("doomed", partitions=3, replication=2)
+    if cluster.all_partitions_led(15) is None:
+        return Outcome(None, False, ["topic doomed was not led"])
+    assignment = ZkStore(cluster.zk).get_replica_assignments(["doomed"])["doomed"].partitions
+    victim = assignment[0].replicas[0]
+    cluster.brokers[victim].kill()
+    ZkStore(cluster.zk).mark_topic_for_deletion("doomed")
+    del cluster.topics["doomed"]
+    notes = [f"broker {victim} SIGKILLed as the deletion of doomed was requested"]
+    expired = wait_until(lambda: victim not in cluster.live_brokers(), 3 * s.session_timeout_s)
+    time.sleep(1.0)
+    halted = cluster.zk.exists(paths.topic_path("doomed")) is not None
+    if not halted:
+        notes.append(f"the topic was gone while broker {victim}, holding a replica, was down")
+    cluster.brokers[victim].start(timeout=s.session_timeout_s * 4)
+    back = time.monotonic()
+    finished = wait_until(lambda: _doomed_gone(cluster), 30)
+    took = None if finished is None else time.monotonic() - back
+    notes.append(
+        f"registration expired: {expired is not None}; halted while it was down: {halted}; "
+        f"deleted {took and round(took, 2)} s after it returned"
+    )
+    return Outcome(took, halted and took is not None and took <= s.slack * 15.0, notes)
+
+
+def _reassignment_of_a_topic_being_deleted(cluster: Cluster, s: Settings) -> Outcome:
+    """Reassign a partition of ``doomed`` while its deletion is under way (halted: a replica's
+    broker is down, so the topic stays queued): the controller must refuse it with
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka's does for a topic queued for deletion, and the deletion
+    must finish once the broker is back, with no reassignment left behind. (A reassignment that
+    reaches the controller *before* the deletion request is Kafka's other order: it is accepted,
+    and the deletion waits for it to finish.)"""
+    active = cluster.active()
+    assert active is not None
+    cluster.create_topic("doomed", partitions=3, replication=2, brokers=[1, 2])
+    if cluster.all_partitions_led(15) is None:
+        return Outcome(None, False, ["topic doomed was not led"])
+    cluster.brokers[1].kill()
+    wait_until(lambda: 1 not in cluster.live_brokers(), 3 * s.session_timeout_s)
+    ZkStore(cluster.zk).mark_topic_for_deletion("doomed")
+    del cluster.topics["doomed"]
+    time.sleep(1.0)
+    halted = cluster.zk.exists(paths.topic_path("doomed")) is not None
+    body = {"partitions": [{"topic": "doomed", "partition": 0, "replicas": [2, 3]}]}
+    answer = _call_controller(cluster, active, ALTER_PARTITION_REASSIGNMENTS_PATH, body)
+    codes = [int(p["error_code"]) for p in answer.get("partitions", [])]
+    refused = int(answer.get("error_code", 0)) == 0 and codes == [int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    cluster.brokers[1].start(timeout=s.session_timeout_s * 4)
+    back = time.monotonic()
+    finished = wait_until(
+        lambda: _doomed_gone(cluster) and cluster.zk.exists(paths.REASSIGN_PARTITIONS_PATH) is None, 30
+    )
+    took = None if finished is None else time.monotonic() - back
+    notes = [
+        f"deletion halted (broker 1 down): {halted}; reassignment of doomed-0 answered {answer}; "
+        f"deleted {took and round(took, 2)} s after broker 1 returned"
+    ]
+    return Outcome(took, halted and refused and took is not None and took <= s.slack * 15.0, notes)
 
 
 def f15_broker_flapping(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
@@ -541,7 +613,12 @@ SOAK_SCENARIOS: dict[str, Scenario] = {
             f13_failover_mid_reassignment,
             replicating=True,
         ),
-        Scenario("F14", "failover mid topic deletion", "deleted <= 15 s", f14_failover_mid_deletion),
+        Scenario(
+            "F14",
+            "topic deletion: failover mid-way / replica broker down / reassigned (runs mod 4)",
+            "deleted <= 15 s (after the broker returns); the reassignment refused",
+            f14_failover_mid_deletion,
+        ),
         Scenario(
             "F15",
             "broker flapping, auto-rebalance on",
@@ -556,5 +633,5 @@ SOAK_SCENARIOS: dict[str, Scenario] = {
 }
 
 ALL_SCENARIOS: dict[str, Scenario] = dict(
-    sorted({**SCENARIOS, **SOAK_SCENARIOS}.items(), key=lambda kv: int(kv[0][1:]))
+    sorted({**SCENARIOS, **SOAK_SCENARIOS, **REDIS_SCENARIOS}.items(), key=lambda kv: int(kv[0][1:]))
 )

@@ -3,7 +3,10 @@
  *
  * Protocol (dashboard/live/protocol.py): a delta with seq <= held is already in the snapshot and is
  * dropped; one whose prev > held means a message was lost (channel layers drop under load), so the
- * page asks for a fresh snapshot; another gen means the mirror rebuilt its snapshot: same.
+ * page asks for a fresh snapshot; another gen means the mirror rebuilt its snapshot: same. A lost
+ * *last* delta has no successor to show the gap, so each mirror heartbeat says which seq it last
+ * sent to each scope (status.scope_seqs): holding less means a delta was lost, so: same (F19).
+ * A resync that gets no snapshot (Redis blip on the server) is asked again after RESYNC_RETRY_MS.
  * Reconnects back off exponentially (0.5 s to 30 s, with jitter). The indicator shows
  * live / reconnecting / stale (the mirror's heartbeat is late, ZooKeeper is not connected, or a
  * resync is pending). DOM work happens once per animation frame, however many deltas arrived.
@@ -15,6 +18,7 @@
   if (!root) { return; }
 
   var STALE_AFTER_MS = 5000;
+  var RESYNC_RETRY_MS = 5000;
   var listeners = { snapshot: [], delta: [], render: [], status: [] };
   var held = { gen: null, seq: null };
   var counts = {};
@@ -30,6 +34,10 @@
   var renderQueued = false;
   var closedFor = null;
   var trace = /[?&]trace=1\b/.test(location.search) ? [] : null;
+  // What the page applied, in order: [kind, gen, seq] (bounded). Tests read it to prove the page
+  // never went back (F19); people read it in the console when a page looks wrong.
+  var applied = [];
+  var APPLIED_MAX = 2000;
 
   var KcpLive = {
     root: root,
@@ -43,6 +51,8 @@
     resync: resync,
     fmt: fmt,
     trace: trace,
+    held: held,
+    applied: applied,
   };
   window.KcpLive = KcpLive;
   if (trace) { window.__kcpTrace = trace; }
@@ -94,10 +104,16 @@
     if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(obj)); }
   }
 
+  var resyncTimer = null;
   function resync() {
     if (resyncPending) { return; }
     resyncPending = true;
     send({ action: "resync" });
+    clearTimeout(resyncTimer);
+    resyncTimer = setTimeout(function () {
+      // No snapshot came (the server could not read one, or the socket went): ask again.
+      if (resyncPending) { resyncPending = false; resync(); }
+    }, RESYNC_RETRY_MS);
   }
 
   // -- messages --------------------------------------------------------------------------------
@@ -111,11 +127,17 @@
     }
   }
 
+  function noteApplied(kind, msg) {
+    applied.push([kind, msg.gen, msg.seq]);
+    if (applied.length > APPLIED_MAX) { applied.splice(0, applied.length - APPLIED_MAX); }
+  }
+
   function onSnapshot(msg) {
     resyncPending = false;
     snapshotSeen = true;
     held.gen = msg.gen;
     held.seq = msg.seq;
+    noteApplied("snapshot", msg);
     var data = msg.data || {};
     replaceAll(counts, data.counts || {});
     if (data.brokers) { replaceAll(brokers, data.brokers); }
@@ -131,6 +153,7 @@
     if (msg.seq <= held.seq) { return; }
     if (msg.prev > held.seq) { resync(); return; }
     held.seq = msg.seq;
+    noteApplied("delta", msg);
     var data = msg.data || {};
     var c = data.counts || {};
     for (var k in c) { if (Object.prototype.hasOwnProperty.call(c, k)) { counts[k] = c[k]; } }
@@ -141,10 +164,17 @@
     queueRender();
   }
 
+  // The mirror sent this scope a delta after the one we hold, and it never arrived.
+  function missedLastDelta(status) {
+    var sent = status.scope_seqs ? status.scope_seqs[KcpLive.scope] : undefined;
+    return typeof sent === "number" && held.gen !== null && status.gen === held.gen && held.seq !== null && sent > held.seq;
+  }
+
   function onStatus(status) {
     lastStatus = status;
     lastStatusAt = Date.now();
     if (status.gen && held.gen && status.gen !== held.gen && !status.resync_pending) { resync(); }
+    else if (missedLastDelta(status)) { resync(); }
     emit("status", status);
     updateIndicator();
   }
@@ -311,6 +341,10 @@
         tr.innerHTML = partitionRowHtml(row);
         tr.className = "state-" + row.state + " flash-row";
         updatePartitionDetail(row);
+        if (trace) {
+          trace.push({ t: performance.timeOrigin + performance.now(), row: row.name, leader: row.leader,
+            leader_epoch: row.leader_epoch, zk_version: row.zk_version, controller_epoch: row.controller_epoch });
+        }
       }
     }
     pendingRows = {};

@@ -64,7 +64,7 @@ from workers.mirror.events import (
 from workers.mirror.publish import Publisher
 from workers.mirror.snapshot import SnapshotWriter
 from workers.mirror.state import MANAGED, OBSERVED, MirrorState
-from workers.mirror.stream import StreamFollower, decode_entries, replay_start
+from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries, replay_start
 from workers.sinks import state_change_stream_key
 
 logger = logging.getLogger(__name__)
@@ -540,11 +540,12 @@ class Mirror:
         start = replay_start(self.redis, self.cluster, self.config.replay_max)
         last_id = "0-0"
         lower = start
+        guard = RecordGuard()  # copies of a resent batch can straddle two pages
         while True:
             entries: Any = self.redis.xrange(key, min=lower, max="+", count=5_000)
             if not entries:
                 break
-            state.apply_records(decode_entries(entries))
+            state.apply_records(decode_entries(entries, guard))
             last_id = entries[-1][0].decode()
             lower = f"({last_id}"
         if last_id == "0-0":

@@ -7,6 +7,9 @@ never applies records twice.
 
 ``replay_start`` finds where a late reader must start to rebuild every state without replaying
 the whole stream: the newest ``state_snapshot`` a controller wrote at failover (docs/contracts.md).
+
+``RecordGuard`` drops copies of records already passed on: the controller's sink resends a batch
+Redis did not acknowledge in time, and a Redis that was only paused appends both copies (F20).
 """
 
 from __future__ import annotations
@@ -28,11 +31,48 @@ _SNAPSHOT_MARK = b'"kind":"state_snapshot"'
 _HEADER_KINDS = frozenset({"state_snapshot", "failover"})
 
 
-def decode_entries(entries: Any) -> list[dict[str, Any]]:
+class RecordGuard:
+    """Admits each controller record once: ``seq`` must pass the highest seen for its controller epoch.
+
+    Why: ``RedisStreamSink`` keeps a batch and sends it again when ``XADD`` fails, which is right when
+    Redis refused it but not when Redis was only slow or paused (SIGSTOP, a long fork, a saturated
+    link): the commands sat in its socket buffer and were applied when it resumed, so the stream holds
+    the batch twice or more, interleaved with later records (F20 found 13 copies after a 10 s pause).
+    Applied again, a copy replays transitions (the diagrams animate them twice) and, where copies
+    interleave, shows an older leader or ISR for a moment. ``(controller_epoch, seq)`` is strictly
+    increasing per writer (docs/contracts.md) and an epoch belongs to one controller, so anything at
+    or below the high-water mark is a copy. Records without an epoch or ``seq`` always pass.
+    """
+
+    def __init__(self, max_epochs: int = 64) -> None:
+        self._high: dict[tuple[object, int], int] = {}
+        self._max_epochs = max_epochs
+        self.dropped = 0
+
+    def admit(self, record: dict[str, Any]) -> bool:
+        epoch, seq = record.get("controller_epoch"), record.get("seq")
+        if not isinstance(epoch, int) or not isinstance(seq, int) or epoch <= 0:
+            return True
+        key = (record.get("controller_id"), epoch)
+        if seq <= self._high.get(key, 0):
+            self.dropped += 1
+            return False
+        self._high[key] = seq
+        if len(self._high) > self._max_epochs:  # old epochs write no more: forget the oldest
+            del self._high[next(iter(self._high))]
+        return True
+
+
+def decode_entries(entries: Any, guard: RecordGuard | None = None) -> list[dict[str, Any]]:
     # ``entries``: redis-py's raw XRANGE/XREAD reply, [(id, {field: value}), ...] as bytes.
-    """Decode stream entries (field ``r`` = JSON record); malformed ones are logged and skipped."""
+    """Decode stream entries (field ``r`` = JSON record); malformed ones are logged and skipped.
+
+    Copies of records already decoded are dropped (``RecordGuard``): across calls with the caller's
+    guard (the follower keeps one), within this call otherwise (a replay page).
+    """
     records: list[dict[str, Any]] = []
     loads = json.loads
+    admit = (guard or RecordGuard()).admit
     for entry_id, fields in entries:
         raw = fields.get(b"r")
         if raw is None:
@@ -42,7 +82,7 @@ def decode_entries(entries: Any) -> list[dict[str, Any]]:
         except ValueError:
             logger.warning("state-change stream entry %r is not JSON; skipped", entry_id)
             continue
-        if isinstance(record, dict):
+        if isinstance(record, dict) and admit(record):
             records.append(record)
     return records
 
@@ -117,6 +157,7 @@ class StreamFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self.guard = RecordGuard()
 
     @property
     def run(self) -> int:
@@ -160,4 +201,4 @@ class StreamFollower:
                 if run != self._run:
                     continue  # restarted meanwhile: drop this batch
                 self._position = last_id
-            self._deliver(StreamRecords(run, last_id, decode_entries(entries)))
+            self._deliver(StreamRecords(run, last_id, decode_entries(entries, self.guard)))
