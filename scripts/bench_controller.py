@@ -472,7 +472,13 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
 
 def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0) -> dict[str, Any]:
     wall = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench-ctl-") as tmp, temporary_services(Path(tmp)) as services:
+    # ZooKeeper keeps every znode on its heap: ~5 KB per partition with its topic and watches (512 MB
+    # is plenty at 100,000; a million partitions need several GB).
+    zk_heap_mb = max(512, n * 5 // 1000)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ctl-") as tmp,
+        temporary_services(Path(tmp), zk_heap_mb=zk_heap_mb) as services,
+    ):
         root = services.zookeeper.connect_string
         admin = KazooClient(hosts=root, timeout=30.0)
         admin.start(timeout=30)

@@ -409,10 +409,11 @@ class ServiceSet:
     zk_port: int
     redis_port: int
     host: str = "127.0.0.1"
+    zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
 
     @property
     def zookeeper(self) -> ZooKeeperServer:
-        return ZooKeeperServer(host=self.host, port=self.zk_port, base_dir=self.base_dir)
+        return ZooKeeperServer(host=self.host, port=self.zk_port, base_dir=self.base_dir, heap_mb=self.zk_heap_mb)
 
     @property
     def redis(self) -> RedisServer:
@@ -439,9 +440,9 @@ def default_service_set() -> ServiceSet:
 
 
 @contextlib.contextmanager
-def temporary_services(base_dir: Path) -> Iterator[ServiceSet]:
+def temporary_services(base_dir: Path, zk_heap_mb: int = 512) -> Iterator[ServiceSet]:
     """Fresh ZooKeeper and Redis on free ports for the length of a ``with`` block."""
-    services = ServiceSet(base_dir=base_dir, zk_port=free_port(), redis_port=free_port())
+    services = ServiceSet(base_dir=base_dir, zk_port=free_port(), redis_port=free_port(), zk_heap_mb=zk_heap_mb)
     try:
         services.up()
         yield services
