@@ -30,8 +30,14 @@ class ControllerConfig:
     #: ZooKeeper only for conflicts (controller_core.cached_states); False reads every state first, as
     #: Kafka does. Both are equally safe: the write is conditional either way.
     decide_from_cache: bool = True
+    #: Kafka's ``controller.socket.timeout.ms``: how long one attempt to deliver a control request
+    #: waits for the broker's answer before the connection is dropped and the request resent. A
+    #: broker applying a LeaderAndIsr for hundreds of thousands of partitions can need longer.
+    request_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.request_timeout_s <= 0:
+            raise ValueError(f"the request timeout must be positive, got {self.request_timeout_s}")
         if self.controller_id < 0:
             raise ValueError(f"controller id must be >= 0, got {self.controller_id}")
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:

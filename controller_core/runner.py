@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -120,7 +121,7 @@ class ControllerRunner:
             cfg,
             self.client,
             store,
-            channel_factory=ControllerChannelManager,
+            channel_factory=partial(ControllerChannelManager, request_timeout_s=cfg.request_timeout_s),
             sink=self._sink,
         )
         self.api = ControllerApiServer(controller, cfg.api_host, cfg.api_port)

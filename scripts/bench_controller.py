@@ -72,6 +72,7 @@ from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  #
 from scripts.devservices import temporary_services  # noqa: E402
 
 PER_TOPIC = 50
+REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_controller)
 PY = sys.executable
 
 
@@ -112,6 +113,9 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
         auto_leader_rebalance_enable=False,
         first_rebalance_delay_seconds=3600,
         batched_writes=batched,
+        # A lightweight agent takes ~1 s per 100,000 partitions of a LeaderAndIsr (docs/broker-agent.md);
+        # Kafka's 30 s default would drop and resend the first full requests at a million partitions.
+        request_timeout_s=REQUEST_TIMEOUT_S,
     )
     runner = ControllerRunner(config, extra_sinks=[sink])
     profile_dir = os.environ.get("BENCH_PROFILE_DIR")

@@ -58,6 +58,7 @@ def config_from_environment(
         leader_imbalance_per_broker_percentage=env_int("CONTROLLER_IMBALANCE_PERCENTAGE", 10),
         unclean_leader_election_enable=env_bool("CONTROLLER_UNCLEAN_ELECTION", False),
         auto_leader_rebalance_enable=env_bool("CONTROLLER_AUTO_REBALANCE", True),
+        request_timeout_s=float(env_int("CONTROLLER_REQUEST_TIMEOUT_S", 30)),
     )
     return cluster_name, config
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from controller_core.channel_manager import ControllerChannelManager
 from controller_core.config import ControllerConfig
 from controller_core.model import BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.runner import ControllerRunner
@@ -252,3 +253,13 @@ def test_isr_changes_a_leader_writes_itself_are_recorded_from_the_notification(
     assert (record["isr_before"], record["isr_after"]) == ((1, 2, 3), (1, 2))
     assert (record["leader_before"], record["leader_after"]) == (1, 1)
     wait_for(lambda: not zk.get_children(paths.ISR_CHANGE_NOTIFICATION_PATH), what="notification consumed")
+
+
+def test_the_configured_request_timeout_reaches_the_broker_channels(candidates: Candidates) -> None:
+    """``request_timeout_s`` (Kafka's controller.socket.timeout.ms) is what each delivery attempt waits."""
+    runner = candidates.start(100, request_timeout_s=7.0)
+    wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover record")
+    assert runner.controller is not None
+    channel = runner.controller._transport.channel
+    assert isinstance(channel, ControllerChannelManager)
+    assert channel._request_timeout_s == 7.0
