@@ -31,6 +31,7 @@ neither a redelivery nor a concurrent copy ever cancels a newer move.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
@@ -197,19 +198,28 @@ def _schedule_monitor(action_id: int, connect: str | None) -> None:
 def execute(self: Any, action_id: int, connect: str | None = None, monitor: bool = True) -> str:
     """Run the queued reassignment ``action_id``; returns its status. ``connect`` overrides the
     cluster's ZooKeeper connect string (tests); ``monitor`` schedules the progress monitor."""
+    status, acted = _run_leased(action_id, "reassignment", lambda action: _execute_leased(self, action, connect))
+    if acted and status == Action.Status.RUNNING and monitor:
+        _schedule_monitor(action_id, connect)
+    return status
+
+
+def _run_leased(action_id: int, what: str, body: Callable[[Action], str]) -> tuple[str, bool]:
+    """Run ``body`` on the action while holding its run lease: ``(status, whether this copy acted)``.
+
+    A copy that must not act (finished, or another copy holds the lease) and one that lost its lease
+    midway both answer the committed status; only a copy that ran ``body`` to the end has acted.
+    """
     claimed = _claim(action_id)
     if claimed is None:
-        return status_of(action_id)
+        return status_of(action_id), False
     action, lease = claimed
     with lease:
         try:
-            status = _execute_leased(self, action, connect)
+            return body(action), True
         except LeaseLost as exc:
-            logger.warning("reassignment #%s: %s; stopping without writing", action_id, exc)
-            return status_of(action_id)
-    if status == Action.Status.RUNNING and monitor:
-        _schedule_monitor(action_id, connect)
-    return status
+            logger.warning("%s #%s: %s; stopping without writing", what, action_id, exc)
+            return status_of(action_id), False
 
 
 def _execute_leased(task: Any, action: Action, connect: str | None) -> str:
@@ -330,17 +340,12 @@ def run_cancel(action: Action, store: ZkStore) -> Action:
 @shared_task(bind=True, name="workers.reassign.cancel", max_retries=MAX_RETRIES)
 def cancel(self: Any, action_id: int, connect: str | None = None) -> str:
     """Run the queued cancellation ``action_id``; returns its status. Only the lease holder sends."""
-    claimed = _claim(action_id)
-    if claimed is None:
-        return status_of(action_id)
-    action, lease = claimed
-    with lease:
-        try:
-            _cancel_leased(self, action, connect)
-        except LeaseLost as exc:
-            logger.warning("cancel #%s: %s; stopping without writing", action_id, exc)
-            return status_of(action_id)
-    return str(action.status)
+
+    def body(action: Action) -> str:
+        _cancel_leased(self, action, connect)
+        return str(action.status)
+
+    return _run_leased(action_id, "cancel", body)[0]
 
 
 def _cancel_leased(task: Any, action: Action, connect: str | None) -> None:
