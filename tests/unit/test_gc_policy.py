@@ -62,3 +62,31 @@ def test_a_disabled_collector_is_left_to_whoever_disabled_it() -> None:
         assert (policy.collections, policy.full_collections, len(kept)) == (0, 0, 100)
     finally:
         gc.enable()
+
+
+def test_a_bigger_event_than_one_pass_may_scan_is_frozen_without_a_collection() -> None:
+    """A collection holds the interpreter lock: past the scan limit kazoo's heartbeats would starve."""
+    policy = EventGcPolicy(young_limit=1000, max_scan_objects=2000)
+    frozen_before = gc.get_freeze_count()
+    collected_before = gc.get_stats()[0]["collections"]
+    with policy.around_event():
+        kept = [[i] for i in range(5000)]
+    assert (policy.collections, policy.freezes_without_collection) == (0, 1)
+    assert gc.get_stats()[0]["collections"] == collected_before  # no pass over the 5,000
+    assert gc.get_freeze_count() >= frozen_before + len(kept)
+
+
+def test_the_periodic_full_collection_leaves_a_frozen_set_too_big_to_scan_frozen() -> None:
+    now = [0.0]
+    policy = EventGcPolicy(young_limit=1000, full_every_s=60, clock=lambda: now[0], max_scan_objects=3000)
+    with policy.around_event():
+        kept = [[i] for i in range(2500)]  # scanned and frozen
+    with policy.around_event():
+        kept += [[i] for i in range(2500)]  # frozen too: now more than 3,000 frozen
+    frozen = gc.get_freeze_count()
+    assert frozen > 3000
+    now[0] = 61.0
+    policy.after_event(queue_empty=True)
+    assert (policy.full_collections, policy.skipped_full_collections) == (0, 1)
+    assert gc.get_freeze_count() >= frozen  # nothing was unfrozen for a full pass
+    assert len(kept) == 5000
