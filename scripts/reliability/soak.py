@@ -5,7 +5,7 @@
 Starts a private ZooKeeper ensemble on free loopback ports (Debian jars), runs each scenario ``--runs``
 times (each run: fresh chroot and processes, fault, heal, checker), prints one line per run and a
 summary table (scenario, runs, passes, p50 and p99 recovery time, violations), and exits 1 when any
-run failed. Everything it started is stopped at the end, also on Ctrl-C.
+run failed. Everything it started is stopped at the end, also on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -73,6 +74,10 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/soak", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -94,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown scenarios {unknown}; known: {', '.join(ALL_SCENARIOS)}")
     if args.runs < 1:
         parser.error("--runs must be >= 1")
+    # SIGTERM (kill, a CI timeout) stops the soak like Ctrl-C: every process it started is stopped
+    # and the runs so far are summarised, instead of leaving an ensemble and a cluster running.
+    signal.signal(signal.SIGTERM, _interrupt)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     ensemble = ZkEnsemble(work / "zk", size=args.zk_nodes)
     settings = Settings(session_timeout_s=args.session_timeout, partitions=args.partitions)
