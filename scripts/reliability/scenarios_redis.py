@@ -165,5 +165,6 @@ REDIS_SCENARIOS: dict[str, Scenario] = {
         "leaders moved <= Ts + 3 s and p99 event-queue time < 1 s during the pause; mirror = ZK <= 5 s after",
         f20_paused_redis,
         mirror=True,
+        plan_runs=10,
     ),
 }

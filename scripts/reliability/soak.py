@@ -2,10 +2,12 @@
 
     scripts/soak [--seed N] [--runs N] [--scenarios F1,F7,...] [--zk-nodes 3] [--json FILE]
 
-Starts a private ZooKeeper ensemble on free loopback ports (Debian jars), runs each scenario ``--runs``
-times (each run: fresh chroot and processes, fault, heal, checker), prints one line per run and a
-summary table (scenario, runs, passes, p50 and p99 recovery time, violations), and exits 1 when any
-run failed. Everything it started is stopped at the end, also on Ctrl-C or SIGTERM.
+Starts a private ZooKeeper ensemble on free loopback ports (Debian jars), runs each scenario as many
+times as the plan's pass figure says (reference section 6c: 50 for F3, 10 for F8, F9, F15 and F20, 20
+for the others; ``--runs N`` for N each), each run with a fresh chroot and processes, fault, heal and
+checker; prints one line per run and a summary table (scenario, runs, passes, p50 and p99 recovery
+time, violations), and exits 1 when any run failed. Everything it started is stopped at the end, also
+on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -83,7 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="scripts/soak", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=20, help="runs per scenario (default 20)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="runs per scenario (default: the plan's count, 20 for most; see above)",
+    )
     parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS), help="comma-separated (default: all)")
     parser.add_argument("--zk-nodes", type=int, default=3, choices=(1, 3))
     parser.add_argument("--session-timeout", type=float, default=4.0, help="Ts in seconds (default 4)")
@@ -97,8 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [n for n in names if n not in ALL_SCENARIOS]
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {', '.join(ALL_SCENARIOS)}")
-    if args.runs < 1:
+    if args.runs is not None and args.runs < 1:
         parser.error("--runs must be >= 1")
+    runs_of = {n: args.runs if args.runs is not None else ALL_SCENARIOS[n].plan_runs for n in names}
     # SIGTERM (kill, a CI timeout) stops the soak like Ctrl-C: every process it started is stopped
     # and the runs so far are summarised, instead of leaving an ensemble and a cluster running.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -107,11 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(session_timeout_s=args.session_timeout, partitions=args.partitions)
     results: list[RunResult] = []
     started = time.time()
-    print(f"soak: seed {args.seed}, {args.runs} runs of {','.join(names)}, {args.zk_nodes}-node ZooKeeper, work {work}")
+    counts = ", ".join(f"{n} x{runs_of[n]}" for n in names)
+    print(f"soak: seed {args.seed}, runs {counts}, {args.zk_nodes}-node ZooKeeper, work {work}")
     try:
         ensemble.start()
         for name in names:
-            for run in range(args.runs):
+            for run in range(runs_of[name]):
                 ensemble.wait_quorum(60)
                 result = run_scenario(
                     ALL_SCENARIOS[name],
@@ -144,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(
         f"Summary ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, seed {args.seed}, "
-        f"{args.runs} runs each, "
+        f"{'the plan' + chr(39) + 's' if args.runs is None else args.runs} runs each, "
         f"{args.zk_nodes}-node ZooKeeper, Ts = {args.session_timeout:g} s, {time.time() - started:.0f} s total):"
     )
     print(format_table(rows))
@@ -153,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dumps(
                 {
                     "seed": args.seed,
-                    "runs": args.runs,
+                    "runs": runs_of,
                     "summary": rows,
                     "results": [
                         {
