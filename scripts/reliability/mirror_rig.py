@@ -165,6 +165,15 @@ class MirrorRig:
         finally:
             conn.close()
 
+    def kill_clients(self) -> int:
+        """``CLIENT KILL TYPE normal`` on every connection but this one (the mirror's publisher, stream
+        follower and writers; the page reader): F19's lost push connections, on the mirror's side."""
+        conn = redis.Redis.from_url(self.server.url, socket_timeout=2.0)
+        try:
+            return int(conn.client_kill_filter(_type="normal", skipme=True))
+        finally:
+            conn.close()
+
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self.resume_redis()  # a stopped server would ignore the SIGTERM below
