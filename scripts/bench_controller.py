@@ -103,6 +103,7 @@ class _StdoutSink:
 def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
     from controller_core.config import ControllerConfig
     from controller_core.runner import ControllerRunner
+    from controller_core.signal_wait import wait_for
 
     logging.basicConfig(level=logging.WARNING)
     sink = _StdoutSink()
@@ -131,7 +132,7 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
     runner.start()
     assert runner.api is not None
     sink.write({"kind": "api", "url": runner.api.url, "pid": os.getpid()})
-    stop.wait()
+    wait_for(stop)
     runner.stop()
     if profiler is not None and profile_dir:
         profiler.disable()

@@ -27,6 +27,7 @@ from types import FrameType
 from controller_core.broker.agent import BrokerAgent
 from controller_core.broker.config import Acks, BrokerConfig
 from controller_core.broker.registration import BrokerIdTakenError
+from controller_core.signal_wait import wait_for
 
 logger = logging.getLogger(__name__)
 
@@ -161,8 +162,7 @@ def run(options: argparse.Namespace) -> int:
             return EXIT_FAILED
         if options.ready_file is not None:
             _write_ready_file(options.ready_file, agent)
-        while not stop.wait(0.5):
-            pass
+        wait_for(stop)
         agent.shutdown(controlled=True)
         return EXIT_OK
     finally:

@@ -27,6 +27,7 @@ from typing import Any
 
 from controller_core.config import ControllerConfig
 from controller_core.runner import ControllerRunner
+from controller_core.signal_wait import wait_for
 from workers.controller_redis import ControllerRedisPlugs
 
 
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp = args.ready_file.with_suffix(".tmp")
     tmp.write_text(json.dumps({"pid": os.getpid(), "api": runner.api.url}))
     tmp.replace(args.ready_file)
-    stop.wait()
+    wait_for(stop)
     if plugs is not None:
         plugs.stop_status()
     runner.stop()

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from controller_core.runner import split_chroot
+from controller_core.signal_wait import wait_for
 from workers.controller_host import ControllerHost
 
 
@@ -53,6 +54,6 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         host.start()
         self.stdout.write(f"controller candidate {options['id']} running for {host.cluster}; Ctrl-C to stop")
-        stop.wait()
+        wait_for(stop)  # not stop.wait(): see controller_core.signal_wait
         self.stdout.write("resigning ...")
         host.stop()

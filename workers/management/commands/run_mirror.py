@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from controller_core.signal_wait import wait_for
 from dashboard.clusters.models import Cluster
 from workers.mirror.host import MirrorHost
 
@@ -37,7 +38,6 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _stop)
         host.start()
         self.stdout.write(f"mirror of {name}: contending for the lease as {host.token}")
-        while not stopping.wait(0.5):
-            pass
+        wait_for(stopping)
         self.stdout.write(f"mirror of {name}: stopping")
         host.stop()
