@@ -14,6 +14,7 @@ import pytest
 from controller_core.errors import StateChangeFailedError
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.state_change_log import (
+    PARTITION_RECORD_FIELDS,
     FanoutSink,
     JsonLinesDailySink,
     LoggingSink,
@@ -151,6 +152,20 @@ def test_isr_change_and_failed_partition_change(log: StateChangeLogger, sink: Me
     isr, failed = sink.records
     assert (isr["kind"], isr["entity"], isr["leader_after"]) == ("isr_change", "orders-3@1", -1)
     assert (failed["error"], failed["strategy"]) == ("no leader", "preferred")
+
+
+def test_every_partition_record_has_every_field_in_one_order(log: StateChangeLogger, sink: MemorySink) -> None:
+    """Readers of the JSON lines see the same keys in the same order on every line, null when unset."""
+    log.partition_transition(TP, PartitionState.ONLINE, PartitionState.OFFLINE, before=LeaderAndIsr(1, 4, (1, 2)))
+    log.replica_transition(PartitionAndReplica(TP, 5), ReplicaState.ONLINE, ReplicaState.OFFLINE)
+    log.election(TP, "preferred", None, PartitionState.ONLINE, before=None, after=LeaderAndIsr(2, 5, (2,), 3))
+    for record in sink.records:
+        assert tuple(record) == PARTITION_RECORD_FIELDS
+    offline, replica, election = sink.records
+    assert (offline["leader_before"], offline["leader_after"], offline["replica"]) == (1, None, None)
+    assert (replica["replica"], replica["leader_before"], replica["strategy"]) == (5, None, None)
+    assert (election["from_state"], election["leader_before"], election["leader_after"]) == (None, None, 2)
+    assert (election["unclean"], election["error"]) == (False, None)
 
 
 def test_request_batch_record_is_json_ready(log: StateChangeLogger, sink: MemorySink) -> None:
