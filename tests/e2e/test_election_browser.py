@@ -24,7 +24,8 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, RedisServer, free_port, port_open
-from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _manage
+from tests.e2e.live_stack import PASSWORD, manage
+from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
 from tests.support.zk import wait_for
@@ -93,9 +94,9 @@ def web(imbalanced: KazooClient, zk_chroot: str, redis_server: RedisServer, tmp_
         "WORKER_ROLES": "",
         "PYTHONUNBUFFERED": "1",
     }
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    _manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
-    _manage(
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
+    manage(
         env,
         "shell",
         "-c",

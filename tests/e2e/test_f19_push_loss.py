@@ -1,7 +1,7 @@
 """F19, dashboard push loss: a real browser on a live topic page while pushes are lost three ways.
 
-The stack is ``test_live_pages``'s (daphne + ``run_mirror`` subprocesses, real ZooKeeper and Redis,
-Debian's chromium), with handles on both processes so the test can pause the web process and kill
+The stack is ``live_stack``'s, as in ``test_live_pages`` (daphne + ``run_mirror`` subprocesses, real
+ZooKeeper and Redis, Debian's chromium), with handles on both processes so the test can pause the web process and kill
 the mirror. Faults (reference §6, F19, adapted to our channel layer: channels_redis keeps each
 channel as a Redis sorted set read with BZPOPMIN, not pub/sub, so its lever is the client
 connections, not ``CLIENT KILL TYPE pubsub``):
@@ -26,8 +26,6 @@ import itertools
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,25 +35,20 @@ from typing import Any
 
 import pytest
 import redis
-from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from dashboard.clusters import layout
-from scripts.devservices import REPO_ROOT, free_port, port_open
+from tests.e2e.live_stack import ASSIGNMENT, CLUSTER, Stack, running_stack
 from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are found by name)
-    ASSIGNMENT,
-    PASSWORD,
-    Stack,
-    _manage,
     browser_page,
     pytestmark,
     text_becomes,
 )
 from workers.mirror.publish import ScopeSeqs
-from workers.mirror.testing import KafkaLayoutWriter
 
-CLUSTER = "e2e"
+#: The leader epoch of every partition state the stack starts with; each change of the test raises it.
+SEED_EPOCH = 1
 #: The plan's bound (UI equals ZooKeeper <= 3 s after the fault), doubled as in the per-PR tier.
 BOUND_S = 2 * 3.0
 #: channels_redis' capacity in dashboard/settings.py (CHANNEL_LAYERS): a channel holding this many
@@ -86,21 +79,12 @@ DISPLAYED_JS = """() => Array.from(document.querySelectorAll('tr[data-partition]
 
 @dataclass
 class PushStack(Stack):
-    web: subprocess.Popen[bytes]
-    logs: Path
-    redis_url: str
-    epoch: int = 1
+    epoch: int = SEED_EPOCH
     broker1_up: bool = True
 
-    def start_mirror(self) -> None:
-        self.mirror = subprocess.Popen(
-            [sys.executable, "manage.py", "run_mirror", "--cluster", CLUSTER],
-            env=self.env,
-            cwd=REPO_ROOT,
-            stdout=(self.logs / "mirror.log").open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    @property
+    def redis_url(self) -> str:
+        return self.env["REDIS_URL"]
 
     def toggle_broker_1(self, partitions: tuple[int, ...] = (0, 3)) -> None:
         """Broker 1 dies or returns; ``partitions`` get new states with a new (higher) leader epoch.
@@ -135,65 +119,8 @@ class PushStack(Stack):
 
 @pytest.fixture
 def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[PushStack]:
-    zk = KazooClient(hosts=zk_chroot, timeout=10.0)
-    zk.start(timeout=15)
-    writer = KafkaLayoutWriter(zk)
-    writer.ensure_layout()
-    for broker in (1, 2, 3):
-        writer.register_broker(broker, port=9090 + broker, rack=f"rack-{broker}")
-    writer.elect_controller(2, 5)
-    writer.create_topic("orders", ASSIGNMENT, min_isr=2)
-    writer.write_states({TopicPartition("orders", p): (r[0], 1, r) for p, r in ASSIGNMENT.items()}, 5)
-    port = free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "VAR_DIR": str(tmp_path / "var"),
-        "REDIS_URL": redis_url,
-        "ZOOKEEPER_CONNECT": zk_chroot,
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "MIRROR_WINDOW_MS": "100",
-        "PYTHONUNBUFFERED": "1",
-    }
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    _manage(env, "ensure_cluster", "--name", CLUSTER, "--zookeeper", zk_chroot, "--mode", "observed")
-    _manage(
-        env,
-        "shell",
-        "-c",
-        f"from django.contrib.auth.models import User; User.objects.create_user('alice', password='{PASSWORD}')",
-    )
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    web = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-        env=env,
-        cwd=REPO_ROOT,
-        stdout=(logs / "web.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    stack = PushStack(f"http://127.0.0.1:{port}", zk, writer, env, web, web, logs, redis_url)
-    stack.start_mirror()
-    try:
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", port):
-            if time.monotonic() > deadline or web.poll() is not None:
-                raise AssertionError("daphne did not start:\n" + (logs / "web.log").read_text())
-            time.sleep(0.1)
-        yield stack
-    finally:
-        os.kill(web.pid, signal.SIGCONT) if web.poll() is None else None
-        for proc in (web, stack.mirror):
-            proc.terminate()
-        for proc in (web, stack.mirror):
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        zk.stop()
-        zk.close()
+    with running_stack(zk_chroot, redis_url, tmp_path, leader_epoch=SEED_EPOCH, stack_type=PushStack) as live:
+        yield live
 
 
 @pytest.mark.unit

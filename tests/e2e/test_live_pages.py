@@ -7,21 +7,17 @@ show the recovery when the broker comes back.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
-from scripts.devservices import REPO_ROOT, free_port, port_open
-from workers.mirror.testing import KafkaLayoutWriter
+from scripts.devservices import REPO_ROOT
+from tests.e2e.live_stack import PASSWORD, Stack, manage, running_stack
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -33,107 +29,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PASSWORD = "correct horse battery"
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
-
-# Topic "orders": 6 partitions on brokers 1-3; broker 1 leads 0 and 3 alone in their ISR.
-ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 3], 4: [2, 1], 5: [3, 2]}
-
-
-@dataclass
-class Stack:
-    url: str
-    zk: KazooClient
-    writer: KafkaLayoutWriter
-    env: dict[str, str]
-    mirror: subprocess.Popen[bytes]
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,  # the failure below carries the command's output
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 @pytest.fixture
 def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
-    zk = KazooClient(hosts=zk_chroot, timeout=10.0)
-    zk.start(timeout=15)
-    writer = KafkaLayoutWriter(zk)
-    writer.ensure_layout()
-    for broker in (1, 2, 3):
-        writer.register_broker(broker, port=9090 + broker, rack=f"rack-{broker}")
-    writer.elect_controller(2, 5)
-    writer.create_topic("orders", ASSIGNMENT, min_isr=2)
-    writer.write_states({TopicPartition("orders", p): (r[0], 0, r) for p, r in ASSIGNMENT.items()}, 5)
-
-    port = free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "VAR_DIR": str(tmp_path / "var"),
-        "REDIS_URL": redis_url,
-        "ZOOKEEPER_CONNECT": zk_chroot,
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "MIRROR_WINDOW_MS": "100",
-        "PYTHONUNBUFFERED": "1",
-    }
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    _manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "observed")
-    _manage(
-        env,
-        "shell",
-        "-c",
-        f"from django.contrib.auth.models import User; User.objects.create_user('alice', password='{PASSWORD}')",
-    )
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-            env=env,
-            cwd=REPO_ROOT,
-            stdout=(logs / "web.log").open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        ),
-        subprocess.Popen(
-            [sys.executable, "manage.py", "run_mirror", "--cluster", "e2e"],
-            env=env,
-            cwd=REPO_ROOT,
-            stdout=(logs / "mirror.log").open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        ),
-    ]
-    try:
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", port):
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise AssertionError("daphne did not start:\n" + (logs / "web.log").read_text())
-            time.sleep(0.1)
-        yield Stack(f"http://127.0.0.1:{port}", zk, writer, env, procs[1])
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        zk.stop()
-        zk.close()
+    with running_stack(zk_chroot, redis_url, tmp_path, leader_epoch=0, stack_type=Stack) as live:
+        yield live
 
 
 @pytest.fixture
@@ -250,7 +153,7 @@ def test_killing_a_demo_broker_shows_on_the_diagram(stack: Stack, browser_page: 
         )
     stack.zk.ensure_path("/demo")  # a nested chroot: removed with the test's own
     env = {**stack.env, "ZOOKEEPER_CONNECT": stack.env["ZOOKEEPER_CONNECT"] + "/demo"}
-    _manage(env, "ensure_cluster", "--name", "e2e-demo", "--zookeeper", env["ZOOKEEPER_CONNECT"], "--mode", "managed")
+    manage(env, "ensure_cluster", "--name", "e2e-demo", "--zookeeper", env["ZOOKEEPER_CONNECT"], "--mode", "managed")
     var = tmp_path / "demo"
     logs = tmp_path / "demo-logs"
     logs.mkdir()
@@ -312,13 +215,13 @@ def test_killing_a_demo_broker_shows_on_the_diagram(stack: Stack, browser_page: 
         page.goto(stack.url + "/clusters/e2e-demo/diagram/")  # type: ignore[attr-defined]
         online = 'svg[data-machine="partition"] [data-state-count="OnlinePartition"]'
         text_becomes(page, online, "6", timeout=90_000)
-        _manage(env, "demo_cluster", "--var-dir", str(var), "kill", "1")  # SIGKILL: a real crash
+        manage(env, "demo_cluster", "--var-dir", str(var), "kill", "1")  # SIGKILL: a real crash
         page.wait_for_function(  # type: ignore[attr-defined]
             "() => Number(document.querySelector("
             '\'svg[data-machine="replica"] [data-state-count="OfflineReplica"]\').textContent) > 0',
             timeout=60_000,
         )
-        _manage(env, "demo_cluster", "--var-dir", str(var), "start", "1")
+        manage(env, "demo_cluster", "--var-dir", str(var), "start", "1")
         text_becomes(page, 'svg[data-machine="replica"] [data-state-count="OfflineReplica"]', "0", timeout=90_000)
         text_becomes(page, online, "6")
     except Exception:

@@ -24,7 +24,8 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, free_port, port_open
-from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS, PASSWORD
+from tests.e2e.live_stack import PASSWORD
+from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
 from tests.support.zk import wait_for

@@ -5,8 +5,8 @@ Uses the stack of ``test_live_pages`` (daphne + run_mirror subprocesses, real Zo
 
 from __future__ import annotations
 
+from tests.e2e.live_stack import Stack
 from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are found by name)
-    Stack,
     browser_page,
     kill_broker_1,
     pytestmark,

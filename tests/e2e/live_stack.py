@@ -1,0 +1,185 @@
+"""The live stack of the browser tests: daphne and ``run_mirror`` subprocesses on real ZooKeeper and Redis.
+
+ZooKeeper holds a Kafka layout (brokers 1-3, controller 2 at epoch 5, topic ``orders`` as in
+:data:`ASSIGNMENT`, every partition led by its preferred replica with the whole replica set in sync);
+the dashboard has the cluster :data:`CLUSTER` (observed) and the user ``alice``. Test modules wrap
+:func:`running_stack` in a ``stack`` fixture, with the leader epoch they seed and, to keep more state
+on the stack, a :class:`Stack` subclass of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypeVar
+
+from kazoo.client import KazooClient
+
+from controller_core.model import TopicPartition
+from scripts.devservices import REPO_ROOT, free_port, port_open
+from workers.mirror.testing import KafkaLayoutWriter
+
+CLUSTER: Final = "e2e"
+PASSWORD: Final = "correct horse battery"
+# Topic "orders": 6 partitions on brokers 1-3; broker 1 leads 0 and 3 alone in their ISR.
+ASSIGNMENT: Final = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 3], 4: [2, 1], 5: [3, 2]}
+#: The controller epoch of the seeded layout (and of every state a test writes).
+CONTROLLER_EPOCH: Final = 5
+
+
+@dataclass
+class Stack:
+    url: str
+    zk: KazooClient
+    writer: KafkaLayoutWriter
+    env: dict[str, str]
+    web: subprocess.Popen[bytes]
+    mirror: subprocess.Popen[bytes]
+    logs: Path
+
+    def start_mirror(self) -> None:
+        """Start ``run_mirror`` for :data:`CLUSTER` (again, after a test stopped it), appending to its log."""
+        self.mirror = start_mirror(self.env, self.logs)
+
+
+S = TypeVar("S", bound=Stack)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py *args`` in ``env``; its stdout, or fail the test with its output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,  # the failure below carries the command's output
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def seed_layout(zk: KazooClient, leader_epoch: int) -> KafkaLayoutWriter:
+    """Write the module docstring's layout, every partition state at ``leader_epoch``; the writer."""
+    writer = KafkaLayoutWriter(zk)
+    writer.ensure_layout()
+    for broker in (1, 2, 3):
+        writer.register_broker(broker, port=9090 + broker, rack=f"rack-{broker}")
+    writer.elect_controller(2, CONTROLLER_EPOCH)
+    writer.create_topic("orders", ASSIGNMENT, min_isr=2)
+    writer.write_states(
+        {TopicPartition("orders", p): (r[0], leader_epoch, r) for p, r in ASSIGNMENT.items()}, CONTROLLER_EPOCH
+    )
+    return writer
+
+
+def stack_env(tmp_path: Path, redis_url: str, zk_chroot: str) -> dict[str, str]:
+    """The environment of the stack's processes: SQLite and ``var`` in ``tmp_path``, a 100 ms mirror window."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "VAR_DIR": str(tmp_path / "var"),
+        "REDIS_URL": redis_url,
+        "ZOOKEEPER_CONNECT": zk_chroot,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "MIRROR_WINDOW_MS": "100",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def prepare_dashboard(env: dict[str, str], zk_chroot: str) -> None:
+    """Migrate, register :data:`CLUSTER` (observed) and create the user ``alice``."""
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "ensure_cluster", "--name", CLUSTER, "--zookeeper", zk_chroot, "--mode", "observed")
+    manage(
+        env,
+        "shell",
+        "-c",
+        f"from django.contrib.auth.models import User; User.objects.create_user('alice', password='{PASSWORD}')",
+    )
+
+
+def start_web(env: dict[str, str], logs: Path, port: int) -> subprocess.Popen[bytes]:
+    """daphne serving the dashboard on 127.0.0.1:``port``, logging to ``logs/web.log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=(logs / "web.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def start_mirror(env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
+    """``run_mirror`` for :data:`CLUSTER`, appending to ``logs/mirror.log``."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "run_mirror", "--cluster", CLUSTER],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=(logs / "mirror.log").open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@contextmanager
+def running_stack(
+    zk_chroot: str, redis_url: str, tmp_path: Path, *, leader_epoch: int, stack_type: type[S]
+) -> Iterator[S]:
+    """The seeded layout, the dashboard and its web and mirror processes, once daphne listens.
+
+    ``stack_type`` is :class:`Stack` or a subclass whose own fields have defaults. On exit the web
+    process is resumed if a test paused it, both processes (the stack's current mirror) terminated,
+    killed after 10 s, and the ZooKeeper client closed.
+    """
+    zk = KazooClient(hosts=zk_chroot, timeout=10.0)
+    zk.start(timeout=15)
+    try:
+        writer = seed_layout(zk, leader_epoch)
+        port = free_port()
+        env = stack_env(tmp_path, redis_url, zk_chroot)
+        prepare_dashboard(env, zk_chroot)
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        web = start_web(env, logs, port)
+        stack = stack_type(
+            url=f"http://127.0.0.1:{port}",
+            zk=zk,
+            writer=writer,
+            env=env,
+            web=web,
+            mirror=start_mirror(env, logs),
+            logs=logs,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not port_open("127.0.0.1", port):
+                if time.monotonic() > deadline or web.poll() is not None:
+                    raise AssertionError("daphne did not start:\n" + (logs / "web.log").read_text())
+                time.sleep(0.1)
+            yield stack
+        finally:
+            if web.poll() is None:
+                os.kill(web.pid, signal.SIGCONT)
+            procs = (web, stack.mirror)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    finally:
+        zk.stop()
+        zk.close()

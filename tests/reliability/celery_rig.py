@@ -1,0 +1,192 @@
+"""The rig of the Celery-worker fault tests (F16, F17): a preferred election queued for a real worker.
+
+What the tests share: the environment of the ``manage.py`` and worker subprocesses (their own Redis
+database and SQLite file), a topic whose partitions are all led by their *second* replica, with three
+broker registrations and no controller yet, the queued preferred-election ``Action`` that fixes it,
+the worker process and the ``send_task`` that hands the action to it, and the action row as the
+worker left it. What each test does to the worker, and what it checks, stays in the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, TypedDict
+
+import redis
+from kazoo.client import KazooClient
+
+from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from controller_core.zk.store import ZkStore
+from scripts.devservices import REPO_ROOT
+from tests.integration.test_controller_zk import Candidates, FakeBrokers
+
+TOPIC: Final = "orders"
+#: partition -> replicas; the state znodes start with the *second* replica leading.
+ASSIGNMENT: Final = {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in range(6)}
+BROKERS: Final = (1, 2, 3)
+
+#: ``celery worker`` of the project's app, as production runs it (the argv up to the worker options).
+CELERY_WORKER: Final = (sys.executable, "-m", "celery", "-A", "dashboard", "worker")
+
+
+class ActionRow(TypedDict):
+    status: str
+    attempts: int
+    outcome: dict[str, Any]
+    deliveries: list[dict[str, Any]]
+    lease_owner: str
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py *args`` in ``env``; its stdout, or fail the test with its output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def fresh_redis_db(redis_url: str, db: int) -> str:
+    """The URL of database ``db`` on ``redis_url``'s server, emptied: a Celery queue of the test's own."""
+    base, _, _ = redis_url.rpartition("/")
+    url = f"{base}/{db}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+def database(tmp_path: Path) -> Path:
+    """The SQLite file of :func:`worker_env`."""
+    return tmp_path / "db.sqlite3"
+
+
+def worker_env(tmp_path: Path, redis_db_url: str, zk_chroot: str) -> dict[str, str]:
+    """The environment of the dashboard and worker subprocesses: SQLite in ``tmp_path``, queue on ``redis_db_url``."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DATABASE_URL": f"sqlite:///{database(tmp_path)}",
+        "VAR_DIR": str(tmp_path / "var"),
+        "REDIS_URL": redis_db_url,
+        "CELERY_BROKER_URL": redis_db_url,
+        "CELERY_RESULT_BACKEND": redis_db_url,
+        "ZOOKEEPER_CONNECT": zk_chroot,
+        "WORKER_ROLES": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def seed_cluster(zk: KazooClient) -> None:
+    """The topic with every partition led by its second replica, and no controller yet."""
+    store = ZkStore(zk)
+    store.ensure_persistent_paths()
+    epoch = store.register_controller_and_increment_epoch(999)
+    store.create_topic(TOPIC, ASSIGNMENT)
+    store.create_partition_states(
+        {
+            TopicPartition(TOPIC, p): LeaderIsrAndControllerEpoch(LeaderAndIsr(reps[1], 0, tuple(reps)), epoch.epoch)
+            for p, reps in ASSIGNMENT.items()
+        },
+        epoch.epoch_zk_version,
+    )
+    store.delete_controller(epoch.epoch_zk_version)
+
+
+@contextmanager
+def seeded_cluster(zk_chroot: str) -> Iterator[tuple[KazooClient, Candidates]]:
+    """A ZooKeeper client, the brokers registered and :func:`seed_cluster`; controller candidates to start.
+
+    On exit the candidates and brokers are stopped and the client closed.
+    """
+    zk = KazooClient(hosts=zk_chroot, timeout=10.0)
+    zk.start(timeout=15)
+    brokers = FakeBrokers(zk_chroot)
+    candidates = Candidates(zk_chroot)
+    try:
+        for b in BROKERS:
+            brokers.start(b)
+        seed_cluster(zk)
+        yield zk, candidates
+    finally:
+        candidates.stop_all()
+        brokers.stop_all()
+        zk.stop()
+        zk.close()
+
+
+def queued_election(env: dict[str, str], zk_chroot: str, cluster: str) -> int:
+    """Migrate, register ``cluster`` (managed) and queue a preferred election of every partition; its pk."""
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "ensure_cluster", "--name", cluster, "--zookeeper", zk_chroot, "--mode", "managed")
+    rows = [{"topic": TOPIC, "partition": p, "preferred": reps[0], "leader": reps[1]} for p, reps in ASSIGNMENT.items()]
+    out = manage(
+        env,
+        "shell",
+        "-c",
+        "from dashboard.actions.models import Action; "
+        f"a = Action.objects.create(username='otto', cluster={cluster!r}, kind='preferred_election', "
+        f"status='queued', preview={{'electable': {rows!r}}}); print('action', a.pk)",
+    )
+    return int(out.split("action ")[-1].split()[0])
+
+
+@contextmanager
+def running_worker(
+    env: dict[str, str], command: Sequence[str], *, concurrency: int, name: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``command`` (a ``celery worker`` argv, e.g. :data:`CELERY_WORKER`) with ``concurrency`` pool children.
+
+    Logs to ``log``; runs in a session of its own, SIGKILLed as a group on exit.
+    """
+    worker = subprocess.Popen(
+        [
+            *command, *("-c", str(concurrency), "-l", "INFO"),
+            *("--without-gossip", "--without-mingle", "--without-heartbeat", "-n", name),
+        ],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield worker
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+
+
+def send_election(env: dict[str, str], pk: int, zk_chroot: str) -> None:
+    """Queue the preferred-election task of action ``pk``: batches of 2, each waiting up to 120 s."""
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from dashboard.celery import app; "
+        f"app.send_task('workers.actions.preferred_election', [{pk}], "
+        f"kwargs={{'batch_size': 2, 'wait_s': 120, 'connect': {zk_chroot!r}}})",
+    )
+
+
+def action_row(db: Path, pk: int) -> ActionRow:
+    """Action ``pk`` as the worker left it in ``db``."""
+    with sqlite3.connect(db, timeout=10) as conn:
+        status, attempts, outcome, deliveries, owner = conn.execute(
+            "SELECT status, attempts, outcome, deliveries, lease_owner FROM actions_action WHERE id = ?", (pk,)
+        ).fetchone()
+    return {
+        "status": status,
+        "attempts": attempts,
+        "outcome": json.loads(outcome or "{}"),
+        "deliveries": json.loads(deliveries or "[]"),
+        "lease_owner": owner,
+    }
