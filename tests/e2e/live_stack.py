@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, free_port, port_open
+from tests.support.processes import manage, terminate_all
 from workers.mirror.testing import KafkaLayoutWriter
 
 CLUSTER: Final = "e2e"
@@ -50,22 +51,6 @@ class Stack:
 
 
 S = TypeVar("S", bound=Stack)
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    """Run ``manage.py *args`` in ``env``; its stdout, or fail the test with its output."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,  # the failure below carries the command's output
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def seed_layout(zk: KazooClient, leader_epoch: int) -> KafkaLayoutWriter:
@@ -172,14 +157,7 @@ def running_stack(
         finally:
             if web.poll() is None:
                 os.kill(web.pid, signal.SIGCONT)
-            procs = (web, stack.mirror)
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            terminate_all((web, stack.mirror))
     finally:
         zk.stop()
         zk.close()

@@ -24,10 +24,11 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, RedisServer, free_port, port_open
-from tests.e2e.live_stack import PASSWORD, manage
+from tests.e2e.live_stack import PASSWORD
 from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
+from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -127,14 +128,7 @@ def web(imbalanced: KazooClient, zk_chroot: str, redis_server: RedisServer, tmp_
             time.sleep(0.1)
         yield Web(f"http://127.0.0.1:{port}")
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        terminate_all(procs)
         for name in ("web.log", "worker.log"):
             sys.stderr.write(f"--- {name} (tail) ---\n{(logs / name).read_text(errors='replace')[-3000:]}\n")
 

@@ -17,7 +17,8 @@ import pytest
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT
-from tests.e2e.live_stack import PASSWORD, Stack, manage, running_stack
+from tests.e2e.live_stack import PASSWORD, Stack, running_stack
+from tests.support.processes import manage, terminate_all
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -229,10 +230,4 @@ def test_killing_a_demo_broker_shows_on_the_diagram(stack: Stack, browser_page: 
             print(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-30:]))
         raise
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        terminate_all(reversed(procs), timeout=60)

@@ -28,6 +28,7 @@ from tests.e2e.live_stack import PASSWORD
 from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
+from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -42,15 +43,6 @@ class Stack:
     zk: KazooClient
     agents: Agents
     logs: Path
-
-
-def _manage(env: dict[str, str], *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
 
 
 def private_database(redis_url: str, db: int = 11) -> str:
@@ -96,9 +88,9 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
         ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [2, 1], 2: [1, 2]})
         wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 2))) is not None, what="states")
 
-        _manage(env, "migrate", "--noinput", "-v", "0")
-        _manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
-        _manage(
+        manage(env, "migrate", "--noinput", "-v", "0")
+        manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
+        manage(
             env,
             "shell",
             "-c",
@@ -149,14 +141,7 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
             time.sleep(0.1)
         yield Stack(f"http://127.0.0.1:{port}", zk, agents, logs)
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        terminate_all(procs)
         candidates.stop_all()
         agents.close()
         zk.stop()

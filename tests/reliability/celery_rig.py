@@ -27,6 +27,7 @@ from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, Top
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT
 from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.processes import manage
 
 TOPIC: Final = "orders"
 #: partition -> replicas; the state znodes start with the *second* replica leading.
@@ -43,17 +44,6 @@ class ActionRow(TypedDict):
     outcome: dict[str, Any]
     deliveries: list[dict[str, Any]]
     lease_owner: str
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    """Run ``manage.py *args`` in ``env``; its stdout, or fail the test with its output."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def fresh_redis_db(redis_url: str, db: int) -> str:

@@ -1,0 +1,34 @@
+"""Subprocesses of the tests that run the real stack: ``manage.py`` commands and server teardown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterable
+
+from scripts.devservices import REPO_ROOT
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py *args`` in ``env``; its stdout, or fail the test with its output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def terminate_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
+    """SIGTERM every process at once, then wait for each, SIGKILLing any still there after ``timeout``."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
