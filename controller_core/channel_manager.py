@@ -12,8 +12,10 @@ Kafka's ``ControllerChannelManager`` (reference §6.4), over the HTTP/JSON proto
 * The sender takes one request at a time, so there is one request in flight per broker and requests
   arrive in the order they were sent. On connection loss, a timeout or HTTP 503 (broker not ready)
   it closes the connection, backs off 100 ms and resends *the same* request, until it is answered or
-  the broker is removed. Control requests are safe to resend: a broker answers a repeat with
-  per-partition STALE_CONTROLLER_EPOCH and changes nothing.
+  the broker is removed. Control requests are safe to resend, even when the first copy is still
+  being handled and ends up applied after later requests: a repeated LeaderAndIsr or StopReplica is
+  refused per partition by its leader epoch, and a broker ignores UpdateMetadata partition states
+  older than the ones it holds (``controller_core.broker.metadata_cache``).
 * A request the broker refuses as malformed (HTTP 4xx) or fails on (HTTP 500) would fail the same
   way forever; it is answered locally with INVALID_REQUEST / UNKNOWN_SERVER_ERROR so that callbacks
   waiting on it (topic deletion) see a failure instead of a hang.

@@ -3,6 +3,16 @@
 Kafka's ``MetadataCache``: every UpdateMetadata replaces the live-broker list and upserts the
 partition states it carries; a partition whose leader is -2 (``LEADER_DURING_DELETE``) belongs to a
 topic being deleted and is dropped. Guarded by the replica manager's lock.
+
+One rule Kafka's ZooKeeper-mode brokers do not have: a partition state older than the one cached
+(a lower leader epoch, or the same leader epoch and a lower state-znode version) is ignored. Kafka
+relies on its connection delivering the controller's requests in order; ours is HTTP, and the
+controller resends a request after a timeout or a reset connection, so a copy of an older
+UpdateMetadata whose first delivery was still queued behind this broker's lock could otherwise be
+applied after a newer one and put an old leader back. Both numbers only grow for a partition (the
+controller sends what it wrote to ZooKeeper, and the znode's version counts every write), and a
+deleted topic's entries are dropped before it can be created again, so the rule never refuses a
+current state.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ class MetadataCache:
         self.live_brokers: dict[int, UpdateMetadataBroker] = {}
         self.topic_ids: dict[str, str] = {}
         self.updates = 0
+        self.stale_states_ignored = 0
+        """Partition states older than the cached ones (a resent, reordered request), left out."""
 
     def update(self, request: UpdateMetadataRequest) -> None:
         """Apply one (already validated) UpdateMetadata request."""
@@ -36,8 +48,15 @@ class MetadataCache:
             if state.leader == LEADER_DURING_DELETE:
                 partitions.pop(tp, None)
                 deleted_topics.add(state.topic)
-            else:
-                partitions[tp] = state
+                continue
+            cached = partitions.get(tp)
+            if cached is not None and (
+                state.leader_epoch < cached.leader_epoch
+                or (state.leader_epoch == cached.leader_epoch and state.zk_version < cached.zk_version)
+            ):
+                self.stale_states_ignored += 1
+                continue
+            partitions[tp] = state
         for topic in deleted_topics:
             self.topic_ids.pop(topic, None)
         self.topic_ids.update(request.topic_ids)
@@ -60,6 +79,7 @@ class MetadataCache:
             "controller_id": self.controller_id,
             "controller_epoch": self.controller_epoch,
             "updates": self.updates,
+            "stale_states_ignored": self.stale_states_ignored,
             "partition_count": len(self.partitions),
             "live_brokers": [b.to_dict() for b in sorted(self.live_brokers.values(), key=lambda b: b.id)],
         }

@@ -254,6 +254,26 @@ def test_update_metadata_fills_the_cache_and_drops_deleted_topics(rm: ReplicaMan
     assert T0 not in rm.metadata.partitions
 
 
+def test_an_older_update_metadata_applied_late_does_not_bring_an_old_leader_back(rm: ReplicaManager) -> None:
+    """A resent copy of an older request can be handled after a newer one (two HTTP handler threads)."""
+    older = UpdateMetadataPartitionState("orders", 0, 3, 1, 2, (1, 2), 4, (1, 2))
+    newer = UpdateMetadataPartitionState("orders", 0, 3, 2, 3, (2,), 5, (1, 2))
+    shrunk = UpdateMetadataPartitionState("orders", 0, 3, 2, 3, (2, 1), 6, (1, 2))  # same epoch, ISR write
+    rm.handle_update_metadata(update_metadata(newer))
+    rm.handle_update_metadata(update_metadata(older))
+    assert (rm.metadata.partitions[T0].leader, rm.metadata.partitions[T0].leader_epoch) == (2, 3)
+    rm.handle_update_metadata(update_metadata(shrunk))
+    rm.handle_update_metadata(update_metadata(newer))  # same leader epoch, older znode version
+    assert rm.metadata.partitions[T0].isr == (2, 1)
+    rm.handle_update_metadata(update_metadata(shrunk))  # the same state again: applied, nothing changes
+    assert rm.metadata.stale_states_ignored == 2
+    deleting = UpdateMetadataPartitionState("orders", 0, 3, -2, 0, (1, 2), 0, (1, 2))
+    rm.handle_update_metadata(update_metadata(deleting))  # a deletion is never "older"
+    assert T0 not in rm.metadata.partitions
+    rm.handle_update_metadata(update_metadata(older))  # the topic created again: epochs start over
+    assert rm.metadata.partitions[T0].leader == 1
+
+
 # -- fetch, leader side -------------------------------------------------------------------------------
 
 
