@@ -201,7 +201,9 @@ def _regressions(page: Any) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("run", range(int(os.environ.get("RELIABILITY_RUNS", "1"))))
 def test_the_page_recovers_from_lost_pushes_without_going_back(
+    run: int,
     stack: PushStack,
     browser_page: Any,  # noqa: F811
 ) -> None:

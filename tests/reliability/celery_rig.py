@@ -37,6 +37,10 @@ BROKERS: Final = (1, 2, 3)
 #: ``celery worker`` of the project's app, as production runs it (the argv up to the worker options).
 CELERY_WORKER: Final = (sys.executable, "-m", "celery", "-A", "dashboard", "worker")
 
+#: Runs of each Celery fault test: 2 in the per-PR tier; the plan's pass figure is 20/20
+#: (``RELIABILITY_RUNS=20 scripts/test tests/reliability/test_f16* tests/reliability/test_f17*``).
+RUNS: Final = int(os.environ.get("RELIABILITY_RUNS", "2"))
+
 
 class ActionRow(TypedDict):
     status: str

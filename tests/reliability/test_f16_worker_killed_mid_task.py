@@ -25,6 +25,7 @@ from controller_core.zk import codecs, paths
 from tests.reliability.celery_rig import (
     ASSIGNMENT,
     CELERY_WORKER,
+    RUNS,
     TOPIC,
     action_row,
     database,
@@ -45,9 +46,9 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
-@pytest.mark.parametrize("run", range(2))
+@pytest.mark.parametrize("run", range(RUNS))
 def test_f16_worker_killed_mid_task_has_one_effect(run: int, zk_chroot: str, redis_url: str, tmp_path: Path) -> None:
-    private_redis = fresh_redis_db(redis_url, 9 + run)  # its own Celery queue, whatever else shares the server
+    private_redis = fresh_redis_db(redis_url, 9 + run % 2)  # its own Celery queue, whatever else shares the server
     db = database(tmp_path)
     env = worker_env(tmp_path, private_redis, zk_chroot)
     log_path = tmp_path / "worker.log"

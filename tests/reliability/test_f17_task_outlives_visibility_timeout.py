@@ -30,6 +30,7 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from tests.reliability.celery_rig import (
     ASSIGNMENT,
+    RUNS,
     TOPIC,
     action_row,
     database,
@@ -73,11 +74,11 @@ def _eventually(predicate: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-@pytest.mark.parametrize("run", range(2))
+@pytest.mark.parametrize("run", range(RUNS))
 def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
     run: int, zk_chroot: str, redis_url: str, tmp_path: Path
 ) -> None:
-    private_redis = fresh_redis_db(redis_url, 11 + run)  # its own Celery queue (F16 uses 9 and 10)
+    private_redis = fresh_redis_db(redis_url, 11 + run % 2)  # its own Celery queue (F16 uses 9 and 10)
     db = database(tmp_path)
     env = worker_env(tmp_path, private_redis, zk_chroot)
     log_path = tmp_path / "worker.log"
