@@ -1,4 +1,4 @@
-"""``scripts/soak``: the full reliability table on this machine (3-node ZooKeeper, F1-F22 as built).
+"""``scripts/soak``: the full reliability table on this machine (3-node ZooKeeper, F1-F22).
 
     scripts/soak [--seed N] [--runs N] [--scenarios F1,F7,...] [--zk-nodes 3] [--json FILE]
 
@@ -6,8 +6,9 @@ Starts a private ZooKeeper ensemble on free loopback ports (Debian jars), runs e
 times as the plan's pass figure says (reference section 6c: 50 for F3, 10 for F8, F9, F15 and F20, 20
 for the others; ``--runs N`` for N each), each run with a fresh chroot and processes, fault, heal and
 checker; prints one line per run and a summary table (scenario, runs, passes, p50 and p99 recovery
-time, violations), and exits 1 when any run failed. Everything it started is stopped at the end, also
-on Ctrl-C or SIGTERM.
+time, violations), and exits 1 when any run failed. F16, F17 (a real Celery worker) and F19 (a real
+browser) run as their pytest tests, the same number of times, in a pytest of their own. Everything it
+started is stopped at the end, also on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from scripts.reliability.scenarios import RunResult, Settings, run_scenario
+from scripts.reliability.scenarios import RunResult, Scenario, Settings, run_scenario
 from scripts.reliability.scenarios_soak import ALL_SCENARIOS
+from scripts.reliability.soak_pytest import PYTEST_SCENARIOS, PytestScenario, run_pytest_scenario
 from scripts.reliability.zkensemble import ZkEnsemble
+
+#: Every scenario of the table, in number order: the harness's and the pytest-hosted ones.
+_EVERY: dict[str, Scenario | PytestScenario] = {**ALL_SCENARIOS, **PYTEST_SCENARIOS}
+TABLE: dict[str, Scenario | PytestScenario] = {name: _EVERY[name] for name in sorted(_EVERY, key=lambda n: int(n[1:]))}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -46,8 +52,8 @@ def summary(results: Sequence[RunResult]) -> list[dict[str, object]]:
         rows.append(
             {
                 "scenario": name,
-                "title": ALL_SCENARIOS[name].title,
-                "figure": ALL_SCENARIOS[name].figure,
+                "title": TABLE[name].title,
+                "figure": TABLE[name].figure,
                 "runs": len(mine),
                 "passes": sum(r.passed for r in mine),
                 "p50_s": percentile(times, 50),
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="runs per scenario (default: the plan's count, 20 for most; see above)",
     )
-    parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS), help="comma-separated (default: all)")
+    parser.add_argument("--scenarios", default=",".join(TABLE), help="comma-separated (default: all)")
     parser.add_argument("--zk-nodes", type=int, default=3, choices=(1, 3))
     parser.add_argument("--session-timeout", type=float, default=4.0, help="Ts in seconds (default 4)")
     parser.add_argument("--partitions", type=int, default=12)
@@ -101,12 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the harness's own clients see every fault
     names = [n.strip().upper() for n in args.scenarios.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ALL_SCENARIOS]
+    unknown = [n for n in names if n not in TABLE]
     if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {', '.join(ALL_SCENARIOS)}")
+        parser.error(f"unknown scenarios {unknown}; known: {', '.join(TABLE)}")
     if args.runs is not None and args.runs < 1:
         parser.error("--runs must be >= 1")
-    runs_of = {n: args.runs if args.runs is not None else ALL_SCENARIOS[n].plan_runs for n in names}
+    runs_of = {n: args.runs if args.runs is not None else TABLE[n].plan_runs for n in names}
     # SIGTERM (kill, a CI timeout) stops the soak like Ctrl-C: every process it started is stopped
     # and the runs so far are summarised, instead of leaving an ensemble and a cluster running.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -117,32 +123,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     counts = ", ".join(f"{n} x{runs_of[n]}" for n in names)
     print(f"soak: seed {args.seed}, runs {counts}, {args.zk_nodes}-node ZooKeeper, work {work}")
+
+    def report(result: RunResult) -> None:
+        results.append(result)
+        recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.2f}s"
+        print(
+            f"{result.scenario} run {result.run}: {'PASS' if result.passed else 'FAIL'} "
+            f"recovery {recovery} ({result.duration_s:.0f}s)",
+            flush=True,
+        )
+        if not result.passed:
+            for v in result.violations[:20]:
+                print(f"    {v}")
+            for n in result.notes:
+                print("    " + n.replace("\n", "\n    ")[:4000])
+
     try:
-        ensemble.start()
+        if any(isinstance(TABLE[n], Scenario) for n in names):
+            ensemble.start()
         for name in names:
+            scenario = TABLE[name]
+            if isinstance(scenario, PytestScenario):
+                print(f"{name}: {runs_of[name]} runs of {scenario.test.split('::')[0]} (pytest) ...", flush=True)
+                run_pytest_scenario(scenario, runs_of[name], work / "pytest", report)
+                continue
             for run in range(runs_of[name]):
                 ensemble.wait_quorum(60)
-                result = run_scenario(
-                    ALL_SCENARIOS[name],
-                    run,
-                    work / "runs",
-                    ensemble.addresses,
-                    seed=args.seed,
-                    settings=settings,
-                    ensemble=ensemble,
+                report(
+                    run_scenario(
+                        scenario,
+                        run,
+                        work / "runs",
+                        ensemble.addresses,
+                        seed=args.seed,
+                        settings=settings,
+                        ensemble=ensemble,
+                    )
                 )
-                results.append(result)
-                recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.2f}s"
-                print(
-                    f"{name} run {run}: {'PASS' if result.passed else 'FAIL'} "
-                    f"recovery {recovery} ({result.duration_s:.0f}s)",
-                    flush=True,
-                )
-                if not result.passed:
-                    for v in result.violations[:20]:
-                        print(f"    {v}")
-                    for n in result.notes:
-                        print("    " + n.replace("\n", "\n    ")[:4000])
     except KeyboardInterrupt:
         print("interrupted; summarising the runs so far")
     finally:

@@ -28,7 +28,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,7 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     run: int,
     stack: PushStack,
     browser_page: Any,  # noqa: F811
+    record_property: Callable[[str, object], None],
 ) -> None:
     page = browser_page
     conn = redis.Redis.from_url(stack.redis_url)
@@ -258,5 +259,6 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     assert page.evaluate("window.__noReload") is True
     assert _regressions(page) == []
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
+    record_property("recovery_s", round(max(figures.values()), 3))  # for scripts/soak: the slowest step
     slow = {k: v for k, v in figures.items() if v > BOUND_S + (RESYNC_RETRY_S if k.startswith("d") else 0.0)}
     assert not slow, f"UI equal to ZooKeeper later than {BOUND_S} s: {slow}"

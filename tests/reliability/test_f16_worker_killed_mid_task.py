@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,9 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("run", range(RUNS))
-def test_f16_worker_killed_mid_task_has_one_effect(run: int, zk_chroot: str, redis_url: str, tmp_path: Path) -> None:
+def test_f16_worker_killed_mid_task_has_one_effect(
+    run: int, zk_chroot: str, redis_url: str, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     private_redis = fresh_redis_db(redis_url, 9 + run % 2)  # its own Celery queue, whatever else shares the server
     db = database(tmp_path)
     env = worker_env(tmp_path, private_redis, zk_chroot)
@@ -69,9 +73,11 @@ def test_f16_worker_killed_mid_task_has_one_effect(run: int, zk_chroot: str, red
             assert action_row(db, pk)["status"] == "running"
 
             candidates.start(100)
+            controller_started = time.monotonic()
             wait_for(
                 lambda: action_row(db, pk)["status"] not in ("queued", "running"), timeout=90, what="the action ends"
             )
+            record_property("recovery_s", round(time.monotonic() - controller_started, 3))  # for scripts/soak
             final = action_row(db, pk)
             log = log_path.read_text(errors="replace")
             assert (final["status"], final["attempts"]) == ("succeeded", 2), log[-3000:]

@@ -76,7 +76,7 @@ def _eventually(predicate: Callable[[], bool], timeout: float) -> bool:
 
 @pytest.mark.parametrize("run", range(RUNS))
 def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
-    run: int, zk_chroot: str, redis_url: str, tmp_path: Path
+    run: int, zk_chroot: str, redis_url: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     private_redis = fresh_redis_db(redis_url, 11 + run % 2)  # its own Celery queue (F16 uses 9 and 10)
     db = database(tmp_path)
@@ -101,9 +101,11 @@ def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
             assert action_row(db, pk)["status"] == "running"
 
             candidates.start(100)
+            controller_started = time.monotonic()
             wait_for(
                 lambda: action_row(db, pk)["status"] not in ("queued", "running"), timeout=90, what="the action ends"
             )
+            record_property("recovery_s", round(time.monotonic() - controller_started, 3))  # for scripts/soak
             final = action_row(db, pk)
             log = log_path.read_text(errors="replace")
             assert final["status"] == "succeeded" and final["attempts"] >= 2, (final, log[-3000:])
