@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+from types import FrameType
 
 import pytest
 
 RESULTS_ENV = "KCP_SOAK_RESULTS"
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (the soak's own stop, a kill by name) ends the run like Ctrl-C: pytest then tears its
+    # fixtures down, stopping the ZooKeeper, Redis, workers and browsers they started.
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -49,8 +49,9 @@ from workers.mirror.publish import ScopeSeqs
 
 #: The leader epoch of every partition state the stack starts with; each change of the test raises it.
 SEED_EPOCH = 1
-#: The plan's bound (UI equals ZooKeeper <= 3 s after the fault), doubled as in the per-PR tier.
-BOUND_S = 2 * 3.0
+#: The plan's bound (UI equals ZooKeeper <= 3 s after the fault), doubled as in the per-PR tier;
+#: ``scripts/soak`` applies it as written (``RELIABILITY_SLACK=1``).
+BOUND_S = float(os.environ.get("RELIABILITY_SLACK", "2")) * 3.0
 #: channels_redis' capacity in dashboard/settings.py (CHANNEL_LAYERS): a channel holding this many
 #: messages drops the next ones.
 CAPACITY = 1500
@@ -260,5 +261,6 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     assert _regressions(page) == []
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
     record_property("recovery_s", round(max(figures.values()), 3))  # for scripts/soak: the slowest step
+    record_property("steps_s", {k: round(v, 3) for k, v in figures.items()})
     slow = {k: v for k, v in figures.items() if v > BOUND_S + (RESYNC_RETRY_S if k.startswith("d") else 0.0)}
     assert not slow, f"UI equal to ZooKeeper later than {BOUND_S} s: {slow}"
