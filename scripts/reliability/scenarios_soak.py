@@ -602,9 +602,7 @@ SOAK_SCENARIOS: dict[str, Scenario] = {
     sc.name: sc
     for sc in (
         Scenario("F7", "long controller-ZK partition (3 Ts)", "new controller <= Ts + 3 s", f7_long_partition),
-        Scenario(
-            "F8", "ZooKeeper leader restart x5", "headless window <= 2 Ts", f8_zk_leader_restart, plan_runs=10
-        ),
+        Scenario("F8", "ZooKeeper leader restart x5", "headless window <= 2 Ts", f8_zk_leader_restart, plan_runs=10),
         Scenario("F9", "ZooKeeper quorum loss 30 s", "converged <= 2 Ts + 5 s", f9_quorum_loss, plan_runs=10),
         Scenario(
             "F12",
