@@ -10,6 +10,7 @@ counted as one violation (liveness when the failure is a missed deadline, safety
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -124,7 +125,16 @@ def run_pytest_scenario(
         f"--basetemp={work / (scenario.name.lower() + '-tmp')}",
     ]
     reported: set[int] = set()
-    seen = 0
+
+    def report_finished(done: bool) -> None:
+        """Report each run not reported yet that is final: a later run has a line, or pytest exited."""
+        merged = _results_of(scenario, _read_lines(results_path))
+        last = max(merged, default=-1)
+        for run, result in sorted(merged.items()):
+            if run not in reported and (run < last or done):
+                reported.add(run)
+                report(result)
+
     with open(log_path, "w", encoding="utf-8") as log:
         # Its own session: a Ctrl-C at the terminal reaches the soak only, which then stops pytest with
         # SIGINT (pytest runs its fixtures' teardown: the services and processes they started).
@@ -132,23 +142,14 @@ def run_pytest_scenario(
             command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
-            while True:
-                done = proc.poll() is not None
-                lines = _read_lines(results_path)
-                if len(lines) > seen:
-                    seen = len(lines)
-                    merged = _results_of(scenario, lines)
-                    # A run is final once a later run has a line, or pytest has exited.
-                    last = max(merged)
-                    for run, result in sorted(merged.items()):
-                        if run not in reported and (run < last or done):
-                            reported.add(run)
-                            report(result)
-                if done:
-                    break
+            while proc.poll() is None:
+                report_finished(done=False)
                 time.sleep(1.0)
         finally:
             _stop(proc)
+            _stop_leftover_services(work / f"{scenario.name.lower()}-tmp")
+            # Interrupted or not, the runs that ended count (an interrupted last one does not).
+            report_finished(done=False)
     results = _results_of(scenario, _read_lines(results_path))
     for run, result in sorted(results.items()):
         if run not in reported:
@@ -172,6 +173,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def _stop_leftover_services(basetemp: Path) -> None:
+    """Stop a ZooKeeper or Redis the test session started and an interrupted pytest left running.
+
+    They run in sessions of their own (``scripts/devservices``), so stopping pytest's process group
+    does not reach them; their pid files under the session's ``services*`` directory name them.
+    """
+    for pid_file in basetemp.glob("services*/*.pid"):
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if b"zookeeper" in cmdline or b"redis-server" in cmdline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
