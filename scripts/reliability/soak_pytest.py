@@ -126,12 +126,13 @@ def run_pytest_scenario(
     ]
     reported: set[int] = set()
 
-    def report_finished(done: bool) -> None:
-        """Report each run not reported yet that is final: a later run has a line, or pytest exited."""
+    def report_finished() -> None:
+        """Report each run not reported yet that is final: a later run has a line (the last run is
+        reported once pytest has exited, below; an interrupted one never)."""
         merged = _results_of(scenario, _read_lines(results_path))
         last = max(merged, default=-1)
         for run, result in sorted(merged.items()):
-            if run not in reported and (run < last or done):
+            if run not in reported and run < last:
                 reported.add(run)
                 report(result)
 
@@ -143,13 +144,13 @@ def run_pytest_scenario(
         )
         try:
             while proc.poll() is None:
-                report_finished(done=False)
+                report_finished()
                 time.sleep(1.0)
         finally:
             _stop(proc)
             _stop_leftover_services(work / f"{scenario.name.lower()}-tmp")
             # Interrupted or not, the runs that ended count (an interrupted last one does not).
-            report_finished(done=False)
+            report_finished()
     results = _results_of(scenario, _read_lines(results_path))
     for run, result in sorted(results.items()):
         if run not in reported:
