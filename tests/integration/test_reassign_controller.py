@@ -100,7 +100,12 @@ def start_cluster(zk: KazooClient, agents: Agents, candidates: Candidates, *slow
     ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [2, 1]})
     wait_for(lambda: zk.exists(paths.partition_state_path(TP("orders", 1))) is not None, what="partition states")
     leader = agents.started[0]
-    wait_for(lambda: leader.replica(TP("orders", 0))["log_end_offset"] > 20, timeout=30, what="messages produced")
+    # The states are in ZooKeeper before the LeaderAndIsr reaches the broker: until then it hosts nothing.
+    wait_for(
+        lambda: any(r["partition"] == 0 and r["log_end_offset"] > 20 for r in leader.state(topic="orders")["replicas"]),
+        timeout=30,
+        what="messages produced",
+    )
 
 
 def test_move_a_topic_to_other_brokers_and_watch_it_complete(
