@@ -10,7 +10,6 @@ counted as one violation (liveness when the failure is a missed deadline, safety
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripts.devservices import REPO_ROOT
+from scripts.devservices import REPO_ROOT, ServiceSet
 from scripts.reliability.checker import Violation
 from scripts.reliability.scenarios import RunResult
 from scripts.reliability.soak_pytest_plugin import RESULTS_ENV
@@ -180,17 +179,11 @@ def _stop_leftover_services(basetemp: Path) -> None:
     """Stop a ZooKeeper or Redis the test session started and an interrupted pytest left running.
 
     They run in sessions of their own (``scripts/devservices``), so stopping pytest's process group
-    does not reach them; their pid files under the session's ``services*`` directory name them.
+    does not reach them; the session's ``services*`` directory holds their pid files, which is all
+    ``ServiceSet.down`` needs (the ports are not used to stop them).
     """
-    for pid_file in basetemp.glob("services*/*.pid"):
-        try:
-            pid = int(pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if b"zookeeper" in cmdline or b"redis-server" in cmdline:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+    for base_dir in basetemp.glob("services*"):
+        ServiceSet(base_dir=base_dir, zk_port=0, redis_port=0).down()
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
