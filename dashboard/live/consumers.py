@@ -17,6 +17,14 @@ open gets the next message refused and the socket closed (4403); forwarded serve
 re-checked at most every ``RECHECK_S``. Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``)
 and rate (``MAX_MESSAGES`` per ``MESSAGE_WINDOW_S``). Every refused or closed socket is audited
 (``REQUEST_REJECTED``).
+
+A stalled feed (F19): the mirror sends every page a status each heartbeat (1 s), so a consumer that
+hears nothing from the channel layer for ``FEED_STALL_S`` was not reading its channel (its process
+paused or starved, its Redis connection gone), and a channel that is not read overflows and drops
+the newest messages. The first message after such a gap therefore brings a fresh snapshot of every
+subscription before it is forwarded: the page is right again at once, instead of after draining a
+backlog of up to ``capacity`` stale messages and waiting for the next heartbeat's ``scope_seqs``.
+A gap without loss (the mirror stopped) costs one extra snapshot per subscription.
 """
 
 from __future__ import annotations
@@ -48,6 +56,9 @@ CLOSE_TOO_MANY: Final = 4429
 MAX_MESSAGE_BYTES: Final = 4096
 MAX_MESSAGES: Final = 60
 MESSAGE_WINDOW_S: Final = 10.0
+#: Silence from the channel layer after which a consumer assumes it may have lost messages
+#: (one and a half of the mirror's 1 s heartbeats; see the module docstring).
+FEED_STALL_S: Final = 1.5
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -61,6 +72,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.subscriptions = {}
         self._checked_at = 0.0
         self._interest_at = 0.0
+        self._fed_at = time.monotonic()
         self._window_start = time.monotonic()
         self._window_count = 0
         user = self.scope.get("user")
@@ -158,6 +170,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(f"the snapshot is unavailable right now (Redis: {exc})")
             await self.send_json({"kind": "status", "status": {"present": False, "resync_pending": True}})
             return
+        self._fed_at = time.monotonic()
         await self.send_json({"kind": "snapshot", "scope": str(scope), **snap})
 
     def _read_snapshot(self, scope: Scope) -> dict[str, Any]:
@@ -214,8 +227,25 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await database_sync_to_async(record_socket_rejection)(self.scope.get("user"), path, reason, code)
 
     # -- group events (server -> browser) -------------------------------------------------------
+    async def _after_stall(self) -> None:
+        """Resend every subscription's snapshot if the channel layer was silent for ``FEED_STALL_S``."""
+        now = time.monotonic()
+        silent_s, self._fed_at = now - self._fed_at, now
+        if silent_s > FEED_STALL_S and self.subscriptions:
+            logger.info(
+                "live feed of %s was silent for %.1f s: resending %d snapshot(s)",
+                self.cluster_name,
+                silent_s,
+                len(self.subscriptions),
+            )
+            for scope_text in list(self.subscriptions):
+                await self._send_snapshot(parse_scope(scope_text))
+
     async def live_delta(self, event: dict[str, Any]) -> None:
-        if event.get("scope") not in self.subscriptions or not await self.allowed():
+        if not await self.allowed():
+            return
+        await self._after_stall()
+        if event.get("scope") not in self.subscriptions:
             return
         await self.send_json(
             {
@@ -231,10 +261,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def live_status(self, event: dict[str, Any]) -> None:
         if not await self.allowed():
             return
+        await self._after_stall()
         if self.subscriptions and time.monotonic() - self._interest_at > INTEREST_REFRESH_S:
             await sync_to_async(self._add_interest)([self._interest_entry(s) for s in self.subscriptions])
         await self.send_json({"kind": "status", "status": event.get("status", {})})
 
     async def live_resync(self, event: dict[str, Any]) -> None:
         if await self.allowed():
+            await self._after_stall()
             await self.send_json({"kind": "resync", "gen": event.get("gen")})

@@ -145,6 +145,34 @@ async def test_topic_scope_gets_only_its_topic_and_registers_interest(
     client.close()
 
 
+async def test_the_first_message_after_a_silent_feed_brings_fresh_snapshots(
+    cluster: Cluster, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F19 (b): a channel nobody read for a while may have dropped deltas; resend before forwarding."""
+    import asyncio
+
+    from dashboard.live import consumers
+
+    monkeypatch.setattr(consumers, "FEED_STALL_S", 0.3)
+    comm = communicator(f"/ws/clusters/{CLUSTER}/live/", await _cookie(alice))
+    assert (await comm.connect())[0]
+    await comm.send_json_to({"action": "subscribe", "scope": "cluster"})
+    assert (await comm.receive_json_from(timeout=5))["kind"] == "snapshot"
+    layer = get_channel_layer()
+    status = {"type": protocol.STATUS, "status": {"gen": "g1"}}
+    await layer.group_send(groups.status(CLUSTER), status)  # right after the snapshot: no gap
+    assert (await comm.receive_json_from(timeout=5))["kind"] == "status"
+    assert await comm.receive_nothing(timeout=0.1)
+
+    await asyncio.sleep(0.5)  # the feed is silent for longer than FEED_STALL_S
+    await layer.group_send(groups.status(CLUSTER), status)
+    await layer.group_send(groups.status(CLUSTER), status)
+    kinds = [(await comm.receive_json_from(timeout=5))["kind"] for _ in range(3)]
+    assert kinds == ["snapshot", "status", "status"]  # one snapshot, before the stale message
+    assert await comm.receive_nothing(timeout=0.1)
+    await comm.disconnect()
+
+
 async def test_bad_requests_get_clear_errors(cluster: Cluster, alice: User) -> None:
     comm = communicator(f"/ws/clusters/{CLUSTER}/live/", await _cookie(alice))
     assert (await comm.connect())[0]
