@@ -259,6 +259,16 @@ class ControllerEventManager:
 
     def _take(self) -> QueuedEvent:
         with self._cond:
+            if self._gc.collection_pending:
+                if not self._queue:
+                    # Let the threads the last event woke run before the collection holds the
+                    # interpreter lock (controller_core.gc_policy): an answer waits for nothing else.
+                    self._cond.wait(timeout=self._gc.defer_s)
+                self._cond.release()
+                try:
+                    self._gc.collect_pending()
+                finally:
+                    self._cond.acquire()
             while not self._queue:
                 if self._on_idle is not None:
                     self._cond.release()

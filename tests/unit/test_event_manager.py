@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -99,6 +100,39 @@ def test_an_exception_in_a_handler_does_not_stop_the_thread() -> None:
     try:
         m.put(BrokerChange())
         assert m.put(TopicChange()).await_processing(5)
+    finally:
+        m.close(timeout=5)
+
+
+def test_an_answer_from_a_big_event_is_not_held_back_by_its_collection() -> None:
+    """The thread an event wakes (the API thread with a shutdown's answer) runs before the collection."""
+    woke = threading.Event()
+    kept: list[object] = []
+    seen_at_wake: list[tuple[int, bool]] = []
+
+    def handle(event: ControllerEvent) -> None:
+        if isinstance(event, BrokerChange):
+            kept.append([[i] for i in range(60_000)])  # a big event: over the policy's young limit
+            woke.set()
+
+    m = ControllerEventManager(handle, name="test-gc-events")
+    policy = m._gc
+
+    def answer() -> None:
+        woke.wait(5)
+        seen_at_wake.append((policy.collections, policy.collection_pending))
+
+    answering = threading.Thread(target=answer)
+    answering.start()
+    m.start()
+    try:
+        m.put(BrokerChange())
+        answering.join(5)
+        assert seen_at_wake == [(0, True)]  # woken before the collection ran
+        deadline = time.monotonic() + 2
+        while policy.collections == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert policy.collections == 1 and not policy.collection_pending  # then it ran, after defer_s
     finally:
         m.close(timeout=5)
 

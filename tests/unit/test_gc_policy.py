@@ -35,6 +35,10 @@ def test_a_big_event_is_followed_by_one_collection_and_a_freeze() -> None:
     frozen_before = gc.get_freeze_count()
     with policy.around_event():
         kept = [[i] for i in range(5000)]  # 5,000 tracked objects
+    # Deferred (the event manager collects at its next look at the queue): still paused until then.
+    assert policy.collection_pending and not gc.isenabled() and policy.collections == 0
+    policy.collect_pending()
+    assert not policy.collection_pending and gc.isenabled()
     assert policy.collections == 1
     assert gc.get_freeze_count() >= frozen_before + len(kept)
     assert gc.get_count()[0] < 1000
@@ -71,6 +75,7 @@ def test_a_bigger_event_than_one_pass_may_scan_is_frozen_without_a_collection() 
     collected_before = gc.get_stats()[0]["collections"]
     with policy.around_event():
         kept = [[i] for i in range(5000)]
+    policy.collect_pending()
     assert (policy.collections, policy.freezes_without_collection) == (0, 1)
     assert gc.get_stats()[0]["collections"] == collected_before  # no pass over the 5,000
     assert gc.get_freeze_count() >= frozen_before + len(kept)
@@ -81,8 +86,9 @@ def test_the_periodic_full_collection_leaves_a_frozen_set_too_big_to_scan_frozen
     policy = EventGcPolicy(young_limit=1000, full_every_s=60, clock=lambda: now[0], max_scan_objects=3000)
     with policy.around_event():
         kept = [[i] for i in range(2500)]  # scanned and frozen
-    with policy.around_event():
+    with policy.around_event():  # collects the first event's objects before it starts
         kept += [[i] for i in range(2500)]  # frozen too: now more than 3,000 frozen
+    policy.collect_pending()
     frozen = gc.get_freeze_count()
     assert frozen > 3000
     now[0] = 61.0
@@ -90,3 +96,19 @@ def test_the_periodic_full_collection_leaves_a_frozen_set_too_big_to_scan_frozen
     assert (policy.full_collections, policy.skipped_full_collections) == (0, 1)
     assert gc.get_freeze_count() >= frozen  # nothing was unfrozen for a full pass
     assert len(kept) == 5000
+
+
+def test_a_pending_collection_runs_before_the_next_event_and_holds_back_the_periodic_one() -> None:
+    now = [0.0]
+    policy = EventGcPolicy(young_limit=1000, full_every_s=60, clock=lambda: now[0])
+    with policy.around_event():
+        kept = [[i] for i in range(5000)]
+    now[0] = 61.0
+    policy.after_event(queue_empty=True)  # paused for the pending collection: no full pass now
+    assert (policy.full_collections, policy.collection_pending) == (0, True)
+    with policy.around_event():
+        assert not policy.collection_pending and policy.collections == 1
+        assert not gc.isenabled()  # the event's own pause
+    assert gc.isenabled() and len(kept) == 5000
+    policy.after_event(queue_empty=True)
+    assert policy.full_collections == 1
