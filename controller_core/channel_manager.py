@@ -200,6 +200,8 @@ class _BrokerSender:
                 self.last_error = str(exc)
                 return empty_response_for(request, code)
             except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, garbled
+                if self._stopped.is_set():  # ``stop`` broke it (the broker left, the controller resigned)
+                    return None
                 self._note_retry(request, exc)
                 continue
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -224,7 +225,9 @@ def test_a_request_the_broker_refuses_as_malformed_is_answered_locally(channels:
         broker.close()
 
 
-def test_removing_a_broker_drops_its_queue_and_its_request_in_flight(channels: ControllerChannelManager) -> None:
+def test_removing_a_broker_drops_its_queue_and_its_request_in_flight(
+    channels: ControllerChannelManager, caplog: pytest.LogCaptureFixture
+) -> None:
     release = threading.Event()
     broker = FakeBroker(before_answer=lambda request: release.wait(10))
     try:
@@ -233,11 +236,16 @@ def test_removing_a_broker_drops_its_queue_and_its_request_in_flight(channels: C
         for seq in range(6):
             channels.send(1, metadata(seq), responses)
         wait_for(lambda: len(broker.received) == 1, timeout=10, what="the first request in flight")
-        channels.remove_broker(1)
+        sender = channels._senders[1]
+        with caplog.at_level(logging.WARNING, logger="controller_core.channel_manager"):
+            channels.remove_broker(1)
         release.set()
         time.sleep(0.3)
         assert responses.items == []
         assert len(broker.received) == 1
+        # The request broken by the stop is dropped, not a failure to retry (no "resending" warning).
+        assert (sender.retries, sender.dropped) == (0, 6)
+        assert not [r for r in caplog.records if "resending" in r.getMessage()]
         assert 1 not in channels.broker_ids
         channels.send(1, metadata(99), responses)  # no queue any more: dropped with a warning
         assert channels.queue_size(1) == 0
