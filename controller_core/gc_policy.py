@@ -62,6 +62,7 @@ class EventGcPolicy:
         full_every_s: float = FULL_COLLECTION_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         max_scan_objects: int = MAX_SCAN_OBJECTS,
+        defer_s: float = COLLECTION_DEFER_S,
     ) -> None:
         self._young_limit = young_limit
         self._full_every_s = full_every_s
@@ -77,7 +78,7 @@ class EventGcPolicy:
         """Periodic full collections replaced by a young-only one: the frozen set was too big to scan."""
         self._held: ExitStack | None = None
         """The pause of a big event, kept until its collection (``collect_pending``)."""
-        self.defer_s = COLLECTION_DEFER_S
+        self.defer_s = defer_s
 
     @property
     def collection_pending(self) -> bool:

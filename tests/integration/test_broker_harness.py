@@ -149,11 +149,18 @@ class AgentProcess:
         finally:
             conn.close()
 
-    def replica(self, tp: TopicPartition) -> dict[str, Any]:
+    def hosted_replica(self, tp: TopicPartition) -> dict[str, Any] | None:
+        """The broker's view of its replica of ``tp``; None while it does not host it (yet)."""
         for entry in self.state(topic=tp.topic)["replicas"]:
             if entry["partition"] == tp.partition:
                 return dict(entry)
-        raise AssertionError(f"broker {self.broker_id} does not host {tp}")
+        return None
+
+    def replica(self, tp: TopicPartition) -> dict[str, Any]:
+        entry = self.hosted_replica(tp)
+        if entry is None:
+            raise AssertionError(f"broker {self.broker_id} does not host {tp}")
+        return entry
 
     def send(self, request: ControlRequest) -> ControlResponse:
         conn = JsonConnection("127.0.0.1", self.port, timeout=30.0)

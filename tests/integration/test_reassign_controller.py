@@ -102,7 +102,7 @@ def start_cluster(zk: KazooClient, agents: Agents, candidates: Candidates, *slow
     leader = agents.started[0]
     # The states are in ZooKeeper before the LeaderAndIsr reaches the broker: until then it hosts nothing.
     wait_for(
-        lambda: any(r["partition"] == 0 and r["log_end_offset"] > 20 for r in leader.state(topic="orders")["replicas"]),
+        lambda: (leader.hosted_replica(TP("orders", 0)) or {}).get("log_end_offset", 0) > 20,
         timeout=30,
         what="messages produced",
     )
