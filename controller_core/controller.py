@@ -174,7 +174,7 @@ class Controller:
         self.ctx = ControllerContext(config.controller_id)
         self.scl = StateChangeLogger.for_context(self.ctx, sink, clock)
         self.events = ControllerEventManager(self.process, name=f"controller-{config.controller_id}-events")
-        self.watches = WatchRegistry(client, self._enqueue)
+        self.watches = WatchRegistry(client, self._enqueue, reader=store.reader)
         self._channel_factory = channel_factory
         self._transport = _ChannelTransport()
         self.replica_batch = self._new_batch()
@@ -1100,7 +1100,7 @@ class Controller:
     # -- helpers --------------------------------------------------------------------------------
 
     def _watch_topics(self, topics: Iterable[str]) -> None:
-        """Arm each topic's assignment and config watches, the reads pipelined (thousands at failover)."""
+        """Arm each topic's assignment and config watches in a few round trips (8,000 at a 4,000-topic failover)."""
         handlers: dict[str, Callable[[WatchEvent], ControllerEvent | None]] = {}
         for topic in topics:
             handlers[paths.topic_path(topic)] = _partition_modifications_for(topic)

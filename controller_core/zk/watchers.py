@@ -7,6 +7,8 @@ registry over kazoo:
 * ``watch_node(path, event_for)`` registers a node handler and arms an ``exists`` watch (creation,
   deletion and data changes; works on absent paths) and returns whether the node exists — Kafka's
   "register and check existence" in one step, so no change between registering and reading is lost.
+* ``watch_nodes(handlers)`` does the same for thousands of paths in a few round trips (a multi-read,
+  then SetWatches requests armed relative to a zxid seen before that read; see its docstring).
 * ``watch_children(path, event_for)`` registers a child handler, arms a ``getChildren`` watch and
   returns the children (None when the parent is absent; an ``exists`` watch then waits for it).
 * When a watch fires, the callback (on kazoo's callback thread) does exactly two things: it sends a
@@ -34,14 +36,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError, ZookeeperError
 from kazoo.protocol.states import EventType, KazooState
+
+from controller_core.zk.multiread import MultiReader
+from controller_core.zk.setwatches import set_node_watches
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +86,8 @@ _KAZOO_TYPES: Final = {
     EventType.CHILD: WatchEventType.CHILDREN,
 }
 _RETRY_LATER: Final = (ConnectionLoss, ConnectionClosedError, SessionExpiredError)
+# Expected bytes per node read by ``watch_nodes`` (a topic's assignment JSON is the largest usual case).
+_NODE_SIZE_HINT: Final = 1024
 
 # What the registry last saw at a path: (czxid, mzxid) of a node, pzxid of a parent; None = absent.
 _Seen = tuple[int, int] | int | None
@@ -125,8 +132,9 @@ class WatchRegistry:
     connection listener and every handler.
     """
 
-    def __init__(self, client: KazooClient, enqueue: Enqueue) -> None:
+    def __init__(self, client: KazooClient, enqueue: Enqueue, reader: MultiReader | None = None) -> None:
         self._client = client
+        self._reader = reader if reader is not None else MultiReader(client)
         self._enqueue = enqueue
         self._lock = threading.Lock()
         self._registrations: dict[tuple[str, WatchKind], _Registration] = {}
@@ -151,13 +159,77 @@ class WatchRegistry:
         return stat is not None
 
     def watch_nodes(self, handlers: Mapping[str, EventFactory]) -> dict[str, bool]:
-        """``watch_node`` for many paths with the reads pipelined (a failover arms one watch per topic:
-        thousands of round trips one after the other otherwise). Returns whether each node exists.
+        """``watch_node`` for many paths at once (a failover arms two watches per topic: thousands).
+
+        One multi-read learns what each node is now, then SetWatches requests (``setwatches``) arm
+        every watch relative to a zxid the session had seen just before that read: a change the read
+        missed has a later zxid and fires at once, so nothing between reading and arming is lost.
+        A few round trips for 8,000 paths instead of 8,000.
+        Without multi-read (ZooKeeper < 3.6) one ``exists`` per path is pipelined instead. Returns
+        whether each node exists.
 
         On a connection loss every handler stays registered and is armed when the connection returns
         (as ``watch_node``); the first error is raised after all replies are in.
         """
         regs = [self._register(path, WatchKind.NODE, event_for) for path, event_for in handlers.items()]
+        if not regs:
+            return {}
+        if self._reader.supported is False:
+            return self._watch_nodes_by_exists(regs)
+        try:
+            # A zxid this session has seen, no older than this round trip: everything changed after it
+            # fires (the read below, in several requests, sees at least this much). kazoo's last zxid
+            # alone may be old when the session was idle, and would fire for every node changed since.
+            self._client.exists("/")
+            since = self._client.last_zxid
+            reads = self._reader.get_data([reg.path for reg in regs], size_hint=_NODE_SIZE_HINT)
+        except _RETRY_LATER:
+            for reg in regs:
+                self._retry_when_connected(reg)
+            raise
+        if not self._reader.supported:  # the probe inside get_data has just found out
+            return self._watch_nodes_by_exists(regs)
+        existing: list[_Registration] = []
+        absent: list[_Registration] = []
+        unreadable: list[_Registration] = []
+        with self._lock:
+            for reg, read in zip(regs, reads, strict=True):
+                if read.error is None:
+                    reg.seen = _node_seen(read.stat)
+                    existing.append(reg)
+                elif isinstance(read.error, NoNodeError):
+                    reg.seen = None
+                    absent.append(reg)
+                else:  # e.g. no READ permission: the node exists, but its stat is not ours to see
+                    unreadable.append(reg)
+        exists = {reg.path: True for reg in existing} | {reg.path: False for reg in absent}
+        pending = set_node_watches(
+            self._client,
+            since,
+            [(reg.path, reg.callback) for reg in existing],
+            [(reg.path, reg.callback) for reg in absent],
+        )
+        error: BaseException | None = None
+        for result in pending:
+            try:
+                result.get(timeout=self._reader.timeout)
+            except _RETRY_LATER as exc:
+                error = error or exc
+            except ZookeeperError as exc:  # a server that refuses SetWatches: arm them one by one
+                logger.warning("SetWatches refused (%r); arming %d watches one by one", exc, len(regs))
+                return self._watch_nodes_by_exists(regs)
+        if error is not None:
+            # The callbacks of a request that went out received kazoo's NONE event and re-arm
+            # themselves; one still queued re-arms on reconnect. Re-arming all is idempotent.
+            for reg in existing + absent:
+                self._retry_when_connected(reg)
+            raise error
+        if unreadable:
+            exists.update(self._watch_nodes_by_exists(unreadable))
+        return exists
+
+    def _watch_nodes_by_exists(self, regs: Sequence[_Registration]) -> dict[str, bool]:
+        """Arm node watches with one pipelined ``exists`` per path."""
         pending = [(reg, self._client.exists_async(reg.path, watch=reg.callback)) for reg in regs]
         exists: dict[str, bool] = {}
         error: BaseException | None = None

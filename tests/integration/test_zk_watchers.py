@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
 
+from controller_core.zk.multiread import DataResult, MultiReader
+from controller_core.zk.setwatches import set_node_watches
 from controller_core.zk.watchers import EventFactory, WatchEvent, WatchEventType, WatchKind, WatchRegistry
 from tests.support.zk import drop_connection, expire_session, wait_for
 
@@ -107,7 +111,7 @@ def test_a_node_watch_sees_creation_changes_and_deletion(
 def test_many_node_watches_armed_at_once_behave_like_single_ones(
     zk: KazooClient, registry: WatchRegistry, other: KazooClient, events: queue.Queue[object]
 ) -> None:
-    """A failover arms one watch per topic in one pipelined pass (``watch_nodes``)."""
+    """A failover arms two watches per topic in one pass (``watch_nodes``: a multi-read, then SetWatches)."""
     other.ensure_path("/brokers/topics/a")
     other.ensure_path("/brokers/topics/b")
     exists = registry.watch_nodes({f"/brokers/topics/{t}": _tag(f"modified-{t}") for t in ("a", "b", "c")})
@@ -119,6 +123,146 @@ def test_many_node_watches_armed_at_once_behave_like_single_ones(
     other.set("/brokers/topics/a", b"{}")
     assert _handle(events, zk) == ("modified-a", WatchEventType.CHANGED)
     assert _quiet(events)
+
+
+class _ReaderThenChanges(MultiReader):
+    """A multi-reader after whose read the rest of the cluster changes things, before any watch is armed."""
+
+    def __init__(self, client: KazooClient, changes: Callable[[], None]) -> None:
+        super().__init__(client)
+        self._changes = changes
+
+    def get_data(self, paths: Sequence[str], *, size_hint: int = 256) -> list[DataResult]:
+        results = super().get_data(paths, size_hint=size_hint)
+        self._changes()
+        return results
+
+
+def test_changes_between_reading_and_arming_many_watches_fire_at_once(
+    zk: KazooClient, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    """``watch_nodes`` reads first and arms after: what changed in between is not lost."""
+    for name in ("kept", "modified", "deleted"):
+        other.create(f"/topics/{name}", b"{}", makepath=True)
+
+    def meanwhile() -> None:
+        other.set("/topics/modified", b'{"partitions":{}}')
+        other.delete("/topics/deleted")
+        other.create("/topics/created", b"{}")
+
+    registry = WatchRegistry(zk, events.put, reader=_ReaderThenChanges(zk, meanwhile))
+    try:
+        names = ("kept", "modified", "deleted", "created")
+        exists = registry.watch_nodes({f"/topics/{n}": _tag(n) for n in names})
+        # What the read saw (before the changes) ...
+        assert exists == {
+            "/topics/kept": True,
+            "/topics/modified": True,
+            "/topics/deleted": True,
+            "/topics/created": False,
+        }
+        # ... and every change after it, reported as soon as the watches are armed.
+        assert {_next(events) for _ in range(3)} == {
+            ("modified", WatchEventType.CHANGED),
+            ("deleted", WatchEventType.DELETED),
+            ("created", WatchEventType.CREATED),
+        }
+        assert _quiet(events)
+        other.set("/topics/kept", b"1")  # the untouched node's watch is armed, not fired
+        assert _handle(events, zk) == ("kept", WatchEventType.CHANGED)
+        other.set("/topics/created", b"1")  # and the fired ones re-armed themselves
+        assert _handle(events, zk) == ("created", WatchEventType.CHANGED)
+    finally:
+        registry.close()
+
+
+def test_many_watches_are_armed_in_requests_of_bounded_size(
+    zk: KazooClient, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    """The SetWatches requests are split (here at 1 KB: 20 requests for 300 paths); every watch is armed."""
+    other.ensure_path("/many")
+    transaction = other.transaction()
+    for i in range(0, 300, 2):
+        transaction.create(f"/many/node-{i:04d}", b"")
+    transaction.commit()
+    fired: queue.Queue[str] = queue.Queue()
+    present = [(f"/many/node-{i:04d}", _record(fired)) for i in range(0, 300, 2)]
+    missing = [(f"/many/node-{i:04d}", _record(fired)) for i in range(1, 300, 2)]
+    zk.exists("/many")  # its reply brings our session's last zxid past the creations
+    pending = set_node_watches(zk, zk.last_zxid, present, missing, max_request_bytes=1024)
+    assert len(pending) > 10
+    for result in pending:
+        result.get(timeout=TIMEOUT)
+    assert fired.empty()
+    transaction = other.transaction()
+    for i in range(300):
+        if i % 2:
+            transaction.create(f"/many/node-{i:04d}", b"")
+        else:
+            transaction.set_data(f"/many/node-{i:04d}", b"1")
+    transaction.commit()
+    seen = {fired.get(timeout=TIMEOUT) for _ in range(300)}
+    assert seen == {f"/many/node-{i:04d} {'CREATED' if i % 2 else 'CHANGED'}" for i in range(300)}
+
+
+def _record(into: queue.Queue[str]) -> Callable[[Any], None]:
+    return lambda event: into.put(f"{event.path} {event.type}")
+
+
+def test_many_node_watches_without_multi_read_are_armed_one_by_one(
+    zk: KazooClient, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    other.ensure_path("/topics/a")
+    registry = WatchRegistry(zk, events.put, reader=MultiReader(zk, use_multi_read=False))
+    try:
+        assert registry.watch_nodes({"/topics/a": _tag("a"), "/topics/b": _tag("b")}) == {
+            "/topics/a": True,
+            "/topics/b": False,
+        }
+        other.create("/topics/b")
+        assert _handle(events, zk) == ("b", WatchEventType.CREATED)
+        other.set("/topics/a", b"1")
+        assert _handle(events, zk) == ("a", WatchEventType.CHANGED)
+    finally:
+        registry.close()
+
+
+def test_a_node_we_may_not_read_does_not_fail_the_others(
+    zk: KazooClient, zk_chroot: str, registry: WatchRegistry, events: queue.Queue[object]
+) -> None:
+    """No READ permission: the multi-read fails for that path only; ``exists`` (no permission needed)
+    arms it, and every other watch is armed as usual."""
+    owner = KazooClient(hosts=zk_chroot, timeout=10.0, auth_data=[("digest", "owner:secret")])
+    owner.start(timeout=15)
+    try:
+        owner.create("/locked", b"{}", acl=[make_digest_acl("owner", "secret", all=True)])
+        owner.create("/open", b"{}")
+        assert registry.watch_nodes({"/locked": _tag("locked"), "/open": _tag("open")}) == {
+            "/locked": True,
+            "/open": True,
+        }
+        owner.set("/open", b"1")
+        assert _handle(events, zk) == ("open", WatchEventType.CHANGED)
+    finally:
+        owner.delete("/locked")
+        owner.stop()
+        owner.close()
+
+
+def test_many_node_watches_come_back_after_a_dropped_connection(
+    zk: KazooClient, registry: WatchRegistry, other: KazooClient, events: queue.Queue[object]
+) -> None:
+    other.ensure_path("/topics/a")
+    registry.watch_nodes({"/topics/a": _tag("a"), "/topics/b": _tag("b")})
+    drop_connection(zk)
+    other.set("/topics/a", b"1")  # most likely while we are reconnecting
+    assert _next(events) == ("a", WatchEventType.CHANGED)
+    wait_for(lambda: zk.connected, what="reconnection")
+    _drain(events)
+    other.create("/topics/b")
+    assert _handle(events, zk) == ("b", WatchEventType.CREATED)
+    other.set("/topics/a", b"2")
+    assert _handle(events, zk) == ("a", WatchEventType.CHANGED)
 
 
 def test_callbacks_only_build_and_enqueue_the_event_on_kazoos_thread(zk: KazooClient, other: KazooClient) -> None:
