@@ -301,20 +301,35 @@ def encode_topic_assignment(assignment: Mapping[int, ReplicaAssignment], topic_i
     return _dumps(body)
 
 
+_INT_ONLY: Final = frozenset({int})
+
+
 def _partition_lists(raw: Any, what: str) -> dict[int, tuple[int, ...]]:
     if raw is None:
         return {}
     out: dict[int, tuple[int, ...]] = {}
     for key, replicas in _object(raw, what).items():
+        # The checks run for every partition of a failover (100,000): C-level calls only, and the
+        # message is built only for a bad entry. (bool is an int subclass, hence the exact type set.)
+        if type(replicas) is list and key.isdigit() and set(map(type, replicas)) <= _INT_ONLY:
+            out[int(key)] = tuple(replicas)
+            continue
         if not isinstance(key, str) or not key.isdigit():
             raise ValueError(f"{what}: partition ids must be decimal strings, got {key!r}")
         out[int(key)] = _int_list(replicas, f"{what}[{key}]")
     return out
 
 
-def decode_topic_assignment(topic: str, data: bytes | None) -> TopicAssignment:
+def decode_topic_assignment(
+    topic: str, data: bytes | None, shared: dict[tuple[int, ...], ReplicaAssignment] | None = None
+) -> TopicAssignment:
     """Parse a topic znode of version 1, 2 or 3; missing ``adding_replicas``/``removing_replicas``/
-    ``topic_id`` decode as empty / None, and a znode without data as no partitions."""
+    ``topic_id`` decode as empty / None, and a znode without data as no partitions.
+
+    ``shared``: assignments (immutable) already built for the same replica list, reused rather than
+    built again; a bulk read passes one dictionary for all its topics, so a failover holds one object
+    per distinct replica list, not one per partition.
+    """
     what = f"/brokers/topics/{topic}"
     if not data:
         return TopicAssignment(None, {})
@@ -325,10 +340,19 @@ def decode_topic_assignment(topic: str, data: bytes | None) -> TopicAssignment:
     topic_id = obj.get("topic_id")
     if topic_id is not None and not isinstance(topic_id, str):
         raise ValueError(f"{what}: topic_id must be a string, got {topic_id!r}")
-    return TopicAssignment(
-        topic_id,
-        {p: ReplicaAssignment(rs, adding.get(p, ()), removing.get(p, ())) for p, rs in replicas.items()},
-    )
+    if adding or removing:
+        return TopicAssignment(
+            topic_id,
+            {p: ReplicaAssignment(rs, adding.get(p, ()), removing.get(p, ())) for p, rs in replicas.items()},
+        )
+    cache = shared if shared is not None else {}
+    partitions: dict[int, ReplicaAssignment] = {}
+    for p, rs in replicas.items():
+        assignment = cache.get(rs)
+        if assignment is None:
+            assignment = cache[rs] = ReplicaAssignment(rs)
+        partitions[p] = assignment
+    return TopicAssignment(topic_id, partitions)
 
 
 # ==================================================================================================

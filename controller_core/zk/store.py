@@ -539,11 +539,12 @@ class ZkStore:
         names = list(dict.fromkeys(topics))
         results = self._read_data([paths.topic_path(t) for t in names], size_hint=2048)
         out: dict[str, TopicAssignment] = {}
+        shared: dict[tuple[int, ...], ReplicaAssignment] = {}  # one object per distinct replica list
         for topic, r in zip(names, results, strict=True):
             if r.error is not None:
                 continue
             try:
-                out[topic] = codecs.decode_topic_assignment(topic, r.data)
+                out[topic] = codecs.decode_topic_assignment(topic, r.data, shared)
             except ValueError as exc:
                 logger.error("unreadable assignment of topic %s: %s", topic, exc)
                 out[topic] = TopicAssignment(None, {})

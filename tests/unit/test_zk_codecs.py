@@ -216,6 +216,26 @@ def test_a_topic_znode_without_data_has_no_partitions_and_bad_keys_are_explained
         codecs.decode_topic_assignment("t", b'{"version":3,"partitions":{"0":[1,"2"]}}')
 
 
+@pytest.mark.parametrize("replicas", ["[1,true]", "[1,2.0]", "[1,null]", "[[1]]", '{"1":2}', "3"])
+def test_replica_lists_hold_integers_only(replicas: str) -> None:
+    raw = b'{"version":3,"partitions":{"0":[1,2],"1":%s}}' % replicas.encode()
+    with pytest.raises(ValueError, match=r"partitions\[1\]: expected a list of integers"):
+        codecs.decode_topic_assignment("t", raw)
+
+
+def test_a_bulk_decode_shares_one_assignment_per_replica_list() -> None:
+    """A failover decodes 100,000 partitions: equal replica lists (most of them) share one object."""
+    shared: dict[tuple[int, ...], ReplicaAssignment] = {}
+    a = codecs.decode_topic_assignment("a", b'{"version":3,"partitions":{"0":[1,2],"1":[2,1],"2":[1,2]}}', shared)
+    b = codecs.decode_topic_assignment("b", b'{"version":3,"partitions":{"0":[2,1]}}', shared)
+    assert a.partitions == {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1)), 2: ReplicaAssignment((1, 2))}
+    assert a.partitions[0] is a.partitions[2] and b.partitions[0] is a.partitions[1]
+    moving = codecs.decode_topic_assignment(
+        "c", b'{"version":3,"partitions":{"0":[1,2,3]},"adding_replicas":{"0":[3]},"removing_replicas":{}}', shared
+    )
+    assert moving.partitions[0] == ReplicaAssignment((1, 2, 3), (3,), ())
+
+
 def test_new_topic_ids_look_like_kafkas() -> None:
     for _ in range(200):
         topic_id = codecs.new_topic_id()
