@@ -47,6 +47,7 @@ from controller_core.broker.registration import BrokerRegistrar
 from controller_core.broker.replica_manager import ReplicaManager
 from controller_core.model import BrokerRegistration, EndPoint
 from controller_core.protocol import CONTROL_LISTENER, REPLICATION_LISTENER, ControlledShutdownRequest, JsonHttpServer
+from controller_core.signal_wait import wait_until_set
 from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 
@@ -235,7 +236,8 @@ class BrokerAgent:
                     else f" ({', '.join(map(str, response.remaining_partitions[:10]))})",
                 )
             # Kafka sleeps after every failed attempt, the last one included.
-            if self._abort_controlled_shutdown.wait(backoff_s):
+            # Not Event.wait: a second SIGTERM's handler sets this event on this (the main) thread.
+            if wait_until_set(self._abort_controlled_shutdown, backoff_s):
                 break
         logger.warning("broker %d: controlled shutdown failed; proceeding with an unclean shutdown", config.broker_id)
         return False

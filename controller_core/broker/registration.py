@@ -28,6 +28,7 @@ from kazoo.protocol.states import KazooState
 from controller_core.errors import ZkOperationError
 from controller_core.model import BrokerRegistration
 from controller_core.ports import ZkCode
+from controller_core.signal_wait import wait_until_set
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 
@@ -98,7 +99,8 @@ class BrokerRegistrar:
                         max(0.0, deadline - time.monotonic()),
                     )
                     announced = True
-                self._stopped.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                # Not Event.wait: ``cancel`` runs in a signal handler on this (the main) thread.
+                wait_until_set(self._stopped, min(0.5, max(0.0, deadline - time.monotonic())))
         self._zk.add_listener(self._on_state)
         return epoch
 

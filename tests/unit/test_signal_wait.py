@@ -11,9 +11,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
+
+from controller_core.signal_wait import wait_for, wait_until_set
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +68,7 @@ def _run(mode: str, raw_timeout_s: float = 3.0) -> tuple[str, float]:
 def test_a_signal_handled_off_the_main_thread_ends_the_wait() -> None:
     outcome, seconds = _run("wait_for")
     assert outcome == "stopped"
-    assert seconds < 30  # within a poll (0.5 s) on an idle machine; the bound only catches a hang
+    assert seconds < 30  # within a poll (0.05 s) on an idle machine; the bound only catches a hang
 
 
 def test_a_plain_event_wait_would_miss_it() -> None:
@@ -73,3 +76,58 @@ def test_a_plain_event_wait_would_miss_it() -> None:
     until the wait ends by itself (here after its timeout; without one, never)."""
     outcome, _ = _run("raw", raw_timeout_s=1.5)
     assert outcome == "not stopped"
+
+
+class _OwnerRecordingLock:
+    """A lock that remembers every thread that acquired it (stands in for an Event's internal lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.owners: set[int] = set()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            self.owners.add(threading.get_ident())
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _observed_event() -> tuple[threading.Event, _OwnerRecordingLock]:
+    event = threading.Event()
+    lock = _OwnerRecordingLock()
+    event._cond = threading.Condition(lock)  # type: ignore[attr-defined, arg-type]  # its own lock, observed
+    return event, lock
+
+
+def test_the_waiting_thread_never_holds_the_events_lock() -> None:
+    """A signal handler runs on the waiting thread between two bytecodes; if that thread held the
+    event's lock (``Event.wait`` does, entering and after each timeout), the handler's ``set()`` would
+    wait for it for ever. A broker agent SIGTERMed as it began to wait hung this way in CI."""
+    event, lock = _observed_event()
+    threading.Timer(0.2, event.set).start()
+    wait_for(event, poll_s=0.01)
+    assert event.is_set()
+    assert threading.get_ident() not in lock.owners
+    plain, plain_lock = _observed_event()
+    plain.wait(0.01)  # what the helper replaced: the waiter takes the lock
+    assert threading.get_ident() in plain_lock.owners
+
+
+def test_a_bounded_wait_answers_like_event_wait_without_taking_the_lock() -> None:
+    event, lock = _observed_event()
+    started = time.monotonic()
+    assert wait_until_set(event, 0.1, poll_s=0.01) is False
+    assert time.monotonic() - started >= 0.1
+    threading.Timer(0.05, event.set).start()
+    assert wait_until_set(event, 5.0, poll_s=0.01) is True
+    assert wait_until_set(event, 0.0) is True
+    assert threading.get_ident() not in lock.owners
