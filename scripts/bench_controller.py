@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,6 @@ class Bench:
         self.batched = True  # how (re)started controllers write: see the "unbatched" phase of run()
         self.failover_phases: list[dict[str, float]] = []
         self.partitions: list[TopicPartition] = []
-        self.restarted_in_round: set[int] = set()  # re-registrations the round itself caused
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
     # set-up
@@ -400,7 +400,6 @@ class Bench:
         return seconds, moved
 
     def restart_brokers(self, ids: Sequence[int]) -> None:
-        self.restarted_in_round.update(ids)
         for b in ids:
             self.start_agent(b)
         _wait(lambda: all(self.registered(b) for b in ids), 120, "brokers to register")
@@ -496,9 +495,9 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
     samples.setdefault(prefix + "preferred_election_s", []).append(s)
     counts["preferred_election_moved"] = moved
     bench.idle(bench.active())
-    bounced = sorted(b for b, czxid in bench.registrations().items() if registrations.get(b) not in (None, czxid))
-    bounced = [b for b in bounced if b not in bench.restarted_in_round]
-    bench.restarted_in_round.clear()
+    restarted = {victim, shut}  # re-registered by the round itself
+    now = bench.registrations()
+    bounced = sorted(b for b, czxid in now.items() if b not in restarted and registrations.get(b) not in (None, czxid))
     if bounced:
         # An agent at nice 19 starved past its session timeout: the controller then handled a broker
         # failure nobody asked for, inside one of the timed scenarios or between them.
@@ -511,13 +510,10 @@ def _shutdown_target(bench: Bench, victim: int) -> int:
     Not the broker that inherited most of the victim's leaders (it leads more than N/B), and never one
     that leads nothing because its own agent bounced (the figure would then measure an empty shutdown).
     """
-    lead = bench.leaders(bench.partitions)
-    per_broker: dict[int, int] = {}
-    for leader in lead.values():
-        per_broker[leader] = per_broker.get(leader, 0) + 1
+    per_broker = Counter(bench.leaders(bench.partitions).values())
     target = len(bench.partitions) / bench.brokers
-    candidates = [b for b in range(1, bench.brokers + 1) if b != victim and bench.registered(b)]
-    return min(candidates, key=lambda b: (abs(per_broker.get(b, 0) - target), b))
+    candidates = [b for b in bench.registrations() if b != victim]
+    return min(candidates, key=lambda b: (abs(per_broker[b] - target), b))
 
 
 def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: int = 0) -> dict[str, Any]:
