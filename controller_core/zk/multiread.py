@@ -49,6 +49,8 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from controller_core.zk.paths import under_chroot
+
 logger = logging.getLogger(__name__)
 
 MULTI_READ_OPCODE: Final = 22
@@ -257,10 +259,7 @@ class MultiReader:
 
     # -- multi-read ----------------------------------------------------------------------------------
     def _full_path(self) -> Callable[[str], str]:
-        chroot = self._client.chroot or ""
-        if not chroot:
-            return lambda path: path
-        return lambda path: chroot if path == "/" else chroot + path
+        return under_chroot(self._client.chroot)
 
     def _submit(self, request: _MultiReadRequest) -> Any:
         result = self._client.handler.async_result()

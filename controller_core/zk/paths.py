@@ -10,6 +10,7 @@ by admin writes that create topics.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final
 
 from controller_core.model import TopicPartition
@@ -178,3 +179,14 @@ def topic_config_path(topic: str) -> str:
 def broker_config_path(broker: int | str) -> str:
     """``/config/brokers/<id>`` or, for ``"<default>"``, the cluster-wide dynamic broker defaults."""
     return f"{CONFIG_PATH}/{CONFIG_TYPE_BROKER}/{_checked(str(broker))}"
+
+
+def under_chroot(chroot: str | None) -> Callable[[str], str]:
+    """Return the function mapping a client path to the server's path under ``chroot``.
+
+    Requests this package encodes itself (multi-read, multi, SetWatches) bypass kazoo's own path
+    handling and must add the chroot the way kazoo does: ``/`` is the chroot itself, not ``chroot/``.
+    """
+    if not chroot:
+        return lambda path: path
+    return lambda path: chroot if path == "/" else chroot + path

@@ -35,6 +35,8 @@ from typing import Any, Final
 
 from kazoo.client import KazooClient
 
+from controller_core.zk.paths import under_chroot
+
 SET_WATCHES_OPCODE: Final = 101
 MAX_REQUEST_BYTES: Final = 128 * 1024
 
@@ -104,11 +106,7 @@ def set_node_watches(
     """
     if max_request_bytes < 1024:
         raise ValueError(f"max_request_bytes={max_request_bytes} is too small to hold one path")
-    chroot = client.chroot or ""
-
-    def full(path: str) -> str:
-        return chroot if path == "/" and chroot else chroot + path
-
+    full = under_chroot(client.chroot)
     budget = max_request_bytes - _LONG.size - 3 * _INT.size
     pending: list[Any] = []
     queue = [(full(p), cb, True) for p, cb in existing] + [(full(p), cb, False) for p, cb in absent]

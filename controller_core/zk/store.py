@@ -258,7 +258,7 @@ class ZkStore:
         self.timeout = timeout
         self.reader = reader or MultiReader(client, max_batch_bytes=max_read_bytes, timeout=timeout)
         self._counters = StoreCounters()
-        self._chroot: str = client.chroot or ""
+        self._server_path = paths.under_chroot(client.chroot)
         acl = client.default_acl or OPEN_ACL_UNSAFE
         self._acl = _INT.pack(len(acl)) + b"".join(
             _INT.pack(a.perms) + _string(a.id.scheme) + _string(a.id.id) for a in acl
@@ -1051,7 +1051,7 @@ class ZkStore:
 
     def _encode(self, op: _Op) -> bytes:
         """One op of a multi as ZooKeeper's wire format (multi header + request)."""
-        path = (self._chroot + op.path).encode()
+        path = self._server_path(op.path).encode()
         head = _PATH_HEADERS[op.kind] + _INT.pack(len(path)) + path
         if op.kind == _SET:
             return head + _INT.pack(len(op.data)) + op.data + _INT.pack(op.version)

@@ -374,6 +374,15 @@ def test_paths_are_kafkas() -> None:
     }
 
 
+def test_requests_we_encode_ourselves_add_the_chroot_as_kazoo_does() -> None:
+    under = paths.under_chroot("/kafka")
+    assert under("/brokers/ids/1") == "/kafka/brokers/ids/1"
+    assert under("/") == "/kafka"  # the chroot itself, never "/kafka/"
+    for none in (None, ""):
+        assert paths.under_chroot(none)("/") == "/"
+        assert paths.under_chroot(none)("/controller") == "/controller"
+
+
 @pytest.mark.parametrize("bad", ["", "a/b", ".."])
 def test_path_builders_refuse_names_that_escape_their_subtree(bad: str) -> None:
     with pytest.raises(ValueError, match="topic name"):
