@@ -53,7 +53,7 @@ from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.state_change_log import JsonLinesDailySink, MemorySink, StateChangeLogger
 from dashboard.analytics import models as M
 from workers.analytics import generate, load, runner
-from workers.analytics.job import JobConfig, JobInputError, build_spark, discover, run
+from workers.analytics.job import UNCOMPRESSED_CACHE_CONF, JobConfig, JobInputError, build_spark, discover, run
 
 pytestmark = [pytest.mark.slow]
 
@@ -584,6 +584,16 @@ def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
             ("orders", "in_progress"),
             ("payments", "cancelled"),
         ]
+
+
+def test_the_session_caches_uncompressed_unless_the_submitter_chose(spark: SparkSession) -> None:
+    # The default (see UNCOMPRESSED_CACHE_CONF): the job's one cache is filled faster uncompressed.
+    assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
+    try:
+        chosen = build_spark("local[2]", extra={UNCOMPRESSED_CACHE_CONF: "true"})
+        assert chosen.conf.get(UNCOMPRESSED_CACHE_CONF) == "true"
+    finally:
+        spark.conf.set(UNCOMPRESSED_CACHE_CONF, "false")
 
 
 def test_it_rejects_bad_input_clearly(tmp_path: Path, history: Path) -> None:
