@@ -48,7 +48,7 @@ from controller_core.broker.replica_manager import ReplicaManager
 from controller_core.model import BrokerRegistration, EndPoint
 from controller_core.protocol import CONTROL_LISTENER, REPLICATION_LISTENER, ControlledShutdownRequest, JsonHttpServer
 from controller_core.signal_wait import wait_until_set
-from controller_core.zk.client import new_client
+from controller_core.zk.client import new_client, stop_client
 from controller_core.zk.store import ZkStore
 
 logger = logging.getLogger(__name__)
@@ -280,8 +280,7 @@ class BrokerAgent:
         if self.controller is not None:
             self.controller.close()
         if self.zk is not None:
-            self.zk.stop()
-            self.zk.close()
+            stop_client(self.zk)  # bounded: with ZooKeeper unreachable there is no session to close
         if self.server is not None:
             self.server.close()
 

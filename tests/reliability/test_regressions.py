@@ -20,6 +20,7 @@ from controller_core.model import BrokerRegistration, EndPoint
 from controller_core.protocol import ControlledShutdownRequest
 from controller_core.runner import ControllerRunner
 from controller_core.zk import codecs, paths
+from controller_core.zk.client import stop_client
 from controller_core.zk.store import ZkStore
 from scripts.devservices import ZooKeeperServer
 from scripts.reliability.faultproxy import FaultProxy
@@ -167,3 +168,37 @@ def test_controlled_shutdown_gives_up_in_bounded_time_with_zookeeper_unreachable
         proxy.stop()
         broker_zk.stop()
         broker_zk.close()
+
+
+def test_a_broker_stops_its_zookeeper_client_promptly_when_zookeeper_is_unreachable(
+    zk_server: ZooKeeperServer, zk_chroot: str, zk: KazooClient
+) -> None:
+    """F12, ZooKeeper-down variant: after its bounded shutdown attempts the broker exited up to ~2 s
+    late, close to the scenario's bound. kazoo's ``stop()`` waits for its connection thread, which was
+    inside a connect attempt to a server that accepts the TCP connection and never answers (here: a
+    blackholed proxy, up to the 6 s session timeout per attempt). With no reachable server there is
+    no session to close, so ``stop_client`` waits at most ``unreachable_wait_s``."""
+    chroot = zk_chroot[zk_chroot.index("/") :]
+    proxy = FaultProxy(zk_server.host, zk_server.port).start()
+    client = KazooClient(hosts=f"127.0.0.1:{proxy.port}{chroot}", timeout=6.0)
+    client.start(timeout=15)
+    try:
+        proxy.set_mode("blackhole")
+        wait_for(lambda: client.state != KazooState.CONNECTED, timeout=15)
+        time.sleep(0.5)  # kazoo is now in a reconnect attempt that will wait for an answer
+        started = time.monotonic()
+        finished = stop_client(client, unreachable_wait_s=0.5)
+        took = time.monotonic() - started
+        assert not finished  # kazoo's own stop is still waiting for its connection thread
+        assert took < 1.5, f"stopping the client took {took:.1f} s with ZooKeeper unreachable"
+    finally:
+        proxy.stop()
+
+
+def test_stopping_a_connected_client_closes_its_session_at_once(zk_chroot: str, zk: KazooClient) -> None:
+    """The bounded stop still ends a reachable session cleanly: its ephemeral znodes go at once."""
+    client = KazooClient(hosts=zk_chroot, timeout=6.0)
+    client.start(timeout=15)
+    client.create("/stop-client-ephemeral", b"", ephemeral=True)
+    assert stop_client(client) is True
+    assert zk.exists("/stop-client-ephemeral") is None
