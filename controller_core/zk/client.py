@@ -132,7 +132,7 @@ def stop_client(client: KazooClient, *, connected_wait_s: float = 5.0, unreachab
         try:
             client.stop()
             client.close()
-        except Exception:  # a half-torn connection: nothing left to release that exit will not
+        except Exception:  # e.g. kazoo's WriterNotClosedException after its own 10 s: we are exiting anyway
             logger.debug("kazoo client did not stop cleanly", exc_info=True)
 
     stopper = threading.Thread(target=stop_and_close, name="zk-stop", daemon=True)
