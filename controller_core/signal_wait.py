@@ -23,6 +23,7 @@ between short sleeps. A sleep interrupted by a signal runs the handler at once; 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -31,8 +32,7 @@ POLL_S = 0.05
 
 def wait_for(event: threading.Event, poll_s: float = POLL_S) -> None:
     """Block until ``event`` is set (by a signal handler or another thread), never holding its lock."""
-    while not event.is_set():
-        time.sleep(poll_s)
+    wait_until_set(event, math.inf, poll_s)
 
 
 def wait_until_set(event: threading.Event, timeout_s: float, poll_s: float = POLL_S) -> bool:

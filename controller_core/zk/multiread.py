@@ -258,9 +258,6 @@ class MultiReader:
         )
 
     # -- multi-read ----------------------------------------------------------------------------------
-    def _full_path(self) -> Callable[[str], str]:
-        return under_chroot(self._client.chroot)
-
     def _submit(self, request: _MultiReadRequest) -> Any:
         result = self._client.handler.async_result()
         self._client._call(request, result)  # kazoo has no public call for a custom request type
@@ -280,7 +277,7 @@ class MultiReader:
 
     def _run(self, kind: int, paths: Sequence[str], per_op_estimate: int) -> list[Any]:
         n = len(paths)
-        full = self._full_path()
+        full = under_chroot(self._client.chroot)
         header = _HEADER_DATA if kind == GET_DATA_OPCODE else _HEADER_CHILDREN
         overhead = _DATA_OVERHEAD if kind == GET_DATA_OPCODE else _CHILDREN_OVERHEAD
         budget = self.max_batch_bytes - 64  # reply header, length prefix, done header
@@ -321,7 +318,7 @@ class MultiReader:
         return bool(self._supported)
 
     def _probe(self) -> None:
-        root = self._full_path()("/").encode()
+        root = under_chroot(self._client.chroot)("/").encode()
         request = _MultiReadRequest(_HEADER_DATA + _INT.pack(len(root)) + root + b"\x00" + _DONE, 1)
         try:
             self._receive(self._submit(request), request, GET_DATA_OPCODE)
