@@ -595,14 +595,7 @@ class Controller:
 
     def _refresh_leadership(self, partitions: Sequence[TopicPartition]) -> None:
         """Read state znodes into the leadership cache (bulk)."""
-        ok = ZkCode.OK
-        self.ctx.load_partition_leadership_info(
-            {
-                tp: read.state
-                for tp, read in self.store.get_partition_states(partitions).items()
-                if read.code is ok and read.state is not None
-            }
-        )
+        self.ctx.load_partition_leadership_info(self.store.get_partition_leadership(partitions))
 
     def _record_state_snapshot(self) -> None:
         """Full partition and replica states, so readers that start late can rebuild everything."""

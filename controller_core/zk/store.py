@@ -48,7 +48,7 @@ import contextlib
 import logging
 import struct
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -81,7 +81,13 @@ from controller_core.ports import PartitionStateRead, UpdateLeaderAndIsrResult, 
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import ControllerInfo, FeatureZNode, TopicAssignment
 from controller_core.zk.history import HistoryRecorder, process_recorder
-from controller_core.zk.multiread import DEFAULT_MAX_BATCH_BYTES, DataResult, MultiReadCounters, MultiReader
+from controller_core.zk.multiread import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DataResult,
+    MultiReadCounters,
+    MultiReader,
+    VersionedData,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -633,20 +639,41 @@ class ZkStore:
     def get_partition_states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, PartitionStateRead]:
         """Read state znodes in bulk (multi-read). Per partition: OK with the decoded state (its
         ``zk_version`` = the znode's data version), NONODE, or OTHER (unreadable JSON, logged)."""
-        unique = list(dict.fromkeys(partitions))
-        results = self._read_data([paths.partition_state_path(tp) for tp in unique], size_hint=96)
+        ok = ZkCode.OK
         out: dict[TopicPartition, PartitionStateRead] = {}
+        for tp, state, code in self._read_partition_states(partitions):
+            out[tp] = PartitionStateRead(ok, state) if state is not None else PartitionStateRead(code)
+        return out
+
+    def get_partition_leadership(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """The decoded state of every partition whose state znode exists and is readable (the others,
+        missing or unreadable, are left out; unreadable ones are logged).
+
+        What a failover loads into its leadership cache: ``get_partition_states`` without a
+        ``PartitionStateRead`` per partition, a tenth of the read at 100,000 partitions.
+        """
+        return {tp: state for tp, state, _ in self._read_partition_states(partitions) if state is not None}
+
+    def _read_partition_states(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Iterator[tuple[TopicPartition, LeaderIsrAndControllerEpoch | None, ZkCode]]:
+        """(partition, decoded state or None, code) for each distinct partition, in input order."""
+        unique = list(dict.fromkeys(partitions))
+        state_path = paths.partition_state_path
+        results = self._read_data_versions([state_path(tp) for tp in unique], size_hint=96)
         decode = codecs.decode_partition_state
-        for tp, r in zip(unique, results, strict=True):
-            if r.error is None:
+        ok, other = ZkCode.OK, ZkCode.OTHER
+        for tp, (data, version, error) in zip(unique, results, strict=True):
+            if error is None:
                 try:
-                    out[tp] = PartitionStateRead(ZkCode.OK, decode(r.data, r.stat.version))
+                    yield tp, decode(data, version), ok
                 except ValueError as exc:
                     logger.error("unreadable state of partition %s: %s", tp, exc)
-                    out[tp] = PartitionStateRead(ZkCode.OTHER)
+                    yield tp, None, other
             else:
-                out[tp] = PartitionStateRead(zk_code(r.error))
-        return out
+                yield tp, None, zk_code(error)
 
     def create_partition_states(
         self,
@@ -978,6 +1005,13 @@ class ZkStore:
         except (ConnectionLoss, ConnectionClosedError):
             logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
             return self.reader.get_data(znode_paths, size_hint=size_hint)
+
+    def _read_data_versions(self, znode_paths: Sequence[str], *, size_hint: int) -> list[VersionedData]:
+        try:
+            return self.reader.get_data_versions(znode_paths, size_hint=size_hint)
+        except (ConnectionLoss, ConnectionClosedError):
+            logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
+            return self.reader.get_data_versions(znode_paths, size_hint=size_hint)
 
     def _children(self, path: str) -> list[str]:
         try:

@@ -6,7 +6,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from controller_core.zk.multiread import ChildrenResult, DataResult, MultiReader
+from controller_core.zk.multiread import ChildrenResult, DataResult, MultiReader, VersionedData
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +41,23 @@ def test_multi_read_returns_exactly_what_single_reads_return(zk: KazooClient, tr
     assert _comparable(bulk) == _comparable(singles)
     assert bulk[tree.index("/d/missing")].missing and not bulk[tree.index("/d/missing")].ok
     assert bulk[tree.index("/d/n7")].stat.version == 1
+
+
+def test_versioned_reads_are_the_data_reads_reduced_to_data_and_version(zk: KazooClient, tree: list[str]) -> None:
+    """``get_data_versions`` (what bulk state reads use) parses only the version out of each stat; a
+    wrong offset into the stat would still give integers, so compare with the full reads."""
+    zk.set("/d/n3", b"x")
+    zk.set("/d/n3", b"y")  # version 2, while mzxid and ctime differ from it
+    for reader in (MultiReader(zk), MultiReader(zk, use_multi_read=False, single_window=16)):
+        full = reader.get_data(tree)
+        versioned = reader.get_data_versions(tree)
+        assert all(type(v) is VersionedData for v in versioned)
+        assert [(v.data, v.version, type(v.error) if v.error else None) for v in versioned] == [
+            (r.data, r.stat.version if r.stat else -1, type(r.error) if r.error else None) for r in full
+        ]
+        assert versioned[tree.index("/d/n3")].version == 2
+        assert isinstance(versioned[tree.index("/d/missing")].error, NoNodeError)
+    assert MultiReader(zk).get_data_versions([]) == []
 
 
 def test_children_come_back_like_get_children_including_missing_parents(zk: KazooClient, tree: list[str]) -> None:

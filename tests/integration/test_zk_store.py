@@ -196,6 +196,23 @@ def test_an_unreadable_state_znode_is_reported_per_partition(
     assert reads[TP("orders", 1)].code is ZkCode.OK
 
 
+def test_the_leadership_read_of_a_failover_keeps_only_readable_states_with_their_versions(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 4)
+    zk.set(paths.partition_state_path(TP("orders", 0)), b"garbage")
+    bumped = states[TP("orders", 2)].leader_and_isr.new_leader(3)
+    store.update_leader_and_isr({TP("orders", 2): bumped}, controller.epoch, controller.epoch_zk_version)
+
+    leadership = store.get_partition_leadership([*states, TP("orders", 1), TP("orders", 9)])
+
+    assert list(leadership) == [TP("orders", 1), TP("orders", 2), TP("orders", 3)]  # input order, no duplicates
+    assert leadership[TP("orders", 1)] == states[TP("orders", 1)]
+    assert leadership[TP("orders", 2)].leader_and_isr == LeaderAndIsr(3, 1, (1, 2, 3), 1)
+    reads = store.get_partition_states(list(states))
+    assert {tp: r.state for tp, r in reads.items() if r.state is not None} == leadership
+
+
 def test_a_stale_version_fails_only_its_own_partition_in_a_batched_write(
     zk: KazooClient, zk_chroot: str, controller: ControllerEpoch
 ) -> None:
