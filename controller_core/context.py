@@ -609,12 +609,10 @@ class ControllerContext:
         else:
             states[replica.replica] = state
 
-    def set_replica_states_of(self, tp: TopicPartition, states: dict[int, ReplicaState]) -> None:
-        """Replace every replica state of ``tp`` at once (failover initializes 300,000 this way)."""
-        if states:
-            self._replica_states[tp] = states
-        else:
-            self._replica_states.pop(tp, None)
+    def load_replica_states(self, states: Mapping[TopicPartition, dict[int, ReplicaState]]) -> None:
+        """Replace every replica state of each partition given at once (failover: every partition); each
+        dict non-empty."""
+        self._replica_states.update(states)
 
     def put_replica_state_if_not_exists(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
         if self.replica_state(replica) is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 from controller_core.cached_states import current_partition_states
 from controller_core.context import ControllerContext
@@ -29,13 +30,26 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import ReplicaState
 
 logger = logging.getLogger(__name__)
 
 _R = ReplicaState
+
+_Split = tuple[dict[int, ReplicaState], tuple[int, ...], tuple[int, ...]]
+"""A replica list's initial states (Online, or DeletionIneligible on a dead broker), its online and its
+offline replicas."""
+
+
+def _split(replicas: tuple[int, ...], online: AbstractSet[int]) -> _Split:
+    initial = {r: (_R.ONLINE if r in online else _R.DELETION_INELIGIBLE) for r in replicas}
+    return (
+        initial,
+        tuple([r for r in replicas if r in online]),
+        tuple([r for r in replicas if r not in online]),
+    )
 
 
 class ReplicaStateMachine:
@@ -76,31 +90,12 @@ class ReplicaStateMachine:
         3. Offline replicas -> OfflineReplica (ISR shrink in ZooKeeper, LeaderAndIsr to the others).
         """
         ctx = self._ctx
+        batch = self._batch
         online_count = 0
         offline: list[PartitionAndReplica] = []
-        leadership = ctx.partitions_leadership_info
-        batch = self._batch
-        online_state, ineligible = _R.ONLINE, _R.DELETION_INELIGIBLE
         try:
             batch.new_batch()
-            for tp, assignment in ctx.iter_assignments():
-                online_set = ctx.online_replica_set(tp)
-                states: dict[int, ReplicaState] = {}
-                online_here: list[int] = []
-                for replica_id in assignment.replicas:
-                    if replica_id in online_set:
-                        states[replica_id] = online_state
-                        online_here.append(replica_id)
-                    else:
-                        states[replica_id] = ineligible
-                        offline.append(PartitionAndReplica(tp, replica_id))
-                ctx.set_replica_states_of(tp, states)
-                online_count += len(online_here)
-                # Step 2 in bulk: Online -> Online is always valid, changes no state and sends each
-                # online replica a LeaderAndIsr. One add per partition instead of one per replica.
-                info = leadership.get(tp)
-                if online_here and info is not None:
-                    batch.add_leader_and_isr_request_for_brokers(online_here, tp, info, assignment, is_new=False)
+            online_count = self._initialize_states(offline)
             batch.send_requests_to_brokers(ctx.epoch)
         except ControllerMovedError:
             raise
@@ -113,6 +108,47 @@ class ReplicaStateMachine:
             counts={str(_R.ONLINE): online_count, str(_R.DELETION_INELIGIBLE): len(offline)},
         )
         self.handle_state_changes(offline, _R.OFFLINE)
+
+    def _initialize_states(self, offline: list[PartitionAndReplica]) -> int:
+        """Steps 1 and 2 of ``startup`` in one pass over every partition; appends the replicas on dead
+        brokers to ``offline`` and returns how many replicas are online.
+
+        A failover runs this for every partition (100,000+), so the split of a replica list into
+        online and offline replicas is computed once per distinct list, which a cluster has few of,
+        unless log directories have failed (then the online set depends on the partition).
+        """
+        ctx = self._ctx
+        leadership = ctx.partitions_leadership_info
+        per_partition = ctx.has_replicas_on_offline_dirs
+        live = ctx.live_broker_ids
+        splits: dict[tuple[int, ...], _Split] = {}
+        states: dict[TopicPartition, dict[int, ReplicaState]] = {}
+        requests: list[LeaderAndIsrEntry] = []
+        online_count = 0
+        for tp, assignment in ctx.iter_assignments():
+            replicas = assignment.replicas
+            known = None if per_partition else splits.get(replicas)
+            if known is not None:
+                initial, online_here, offline_here = known
+            elif per_partition:
+                initial, online_here, offline_here = _split(replicas, ctx.online_replica_set(tp))
+            else:
+                initial, online_here, offline_here = splits[replicas] = _split(replicas, live)
+            if not initial:
+                continue
+            states[tp] = initial.copy()
+            for replica_id in offline_here:
+                offline.append(PartitionAndReplica(tp, replica_id))
+            if online_here:
+                online_count += len(online_here)
+                # Step 2 in bulk: Online -> Online is always valid, changes no state and sends each
+                # online replica a LeaderAndIsr. One entry per partition instead of one per replica.
+                info = leadership.get(tp)
+                if info is not None:
+                    requests.append((online_here, tp, info, assignment))
+        ctx.load_replica_states(states)
+        self._batch.add_leader_and_isr_requests(requests, is_new=False)
+        return online_count
 
     def shutdown(self) -> None:
         """Nothing to release: states die with the context."""

@@ -72,6 +72,9 @@ LeaderAndIsrResponseCallback = Callable[[int, LeaderAndIsrResponse], None]
 UpdateMetadataResponseCallback = Callable[[int, UpdateMetadataResponse], None]
 """``(broker_id, response)``: must only enqueue (or log)."""
 
+LeaderAndIsrEntry = tuple[Iterable[int], TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment]
+"""``(broker_ids, partition, leadership, assignment)``: one partition of ``add_leader_and_isr_requests``."""
+
 StopReplicaResponseCallback = Callable[[int, ErrorCode, Mapping[TopicPartition, ErrorCode]], None]
 """``(broker_id, top_level_error, errors of partitions being deleted)``: enqueue a
 TopicDeletionStopReplicaResponseReceived event. Called only when the request carried
@@ -172,28 +175,41 @@ class ControllerBrokerRequestBatch:
         is_new: bool,
     ) -> None:
         """Tell ``broker_ids`` the partition's leader and ISR (and everyone, via UpdateMetadata)."""
-        plain: LeaderAndIsrPartitionState | None = None
-        fresh: LeaderAndIsrPartitionState | None = None
-        for broker_id in broker_ids:
-            if broker_id < 0:
-                continue
-            per_broker = self._leader_and_isr.get(broker_id)
-            if per_broker is None:
-                per_broker = self._leader_and_isr[broker_id] = {}
-            previous = per_broker.get(tp)
-            if is_new or (previous is not None and previous.is_new):
-                if fresh is None:
-                    fresh = _leader_and_isr_state(tp, leader_isr_and_controller_epoch, replica_assignment, True)
-                per_broker[tp] = fresh
-            else:
-                if plain is None:
-                    plain = _leader_and_isr_state(tp, leader_isr_and_controller_epoch, replica_assignment, False)
-                per_broker[tp] = plain
-        registered = self._ctx.live_or_shutting_down_broker_ids
-        if registered is not self._merged_registered:
-            self._update_metadata_brokers.update(b for b in registered if b >= 0)
-            self._merged_registered = registered
-        self._update_metadata_partitions[tp] = None
+        self.add_leader_and_isr_requests(
+            ((broker_ids, tp, leader_isr_and_controller_epoch, replica_assignment),), is_new
+        )
+
+    def add_leader_and_isr_requests(self, entries: Iterable[LeaderAndIsrEntry], is_new: bool) -> None:
+        """``add_leader_and_isr_request_for_brokers`` for many partitions in one pass: each entry is
+        ``(broker_ids, partition, leadership, assignment)``. A failover adds all 100,000 this way."""
+        pending = self._leader_and_isr
+        update_metadata = self._update_metadata_partitions
+        added = False
+        for broker_ids, tp, info, assignment in entries:
+            added = True
+            plain: LeaderAndIsrPartitionState | None = None
+            fresh: LeaderAndIsrPartitionState | None = None
+            for broker_id in broker_ids:
+                if broker_id < 0:
+                    continue
+                per_broker = pending.get(broker_id)
+                if per_broker is None:
+                    per_broker = pending[broker_id] = {}
+                previous = per_broker.get(tp)
+                if is_new or (previous is not None and previous.is_new):
+                    if fresh is None:
+                        fresh = _leader_and_isr_state(tp, info, assignment, True)
+                    per_broker[tp] = fresh
+                else:
+                    if plain is None:
+                        plain = _leader_and_isr_state(tp, info, assignment, False)
+                    per_broker[tp] = plain
+            update_metadata[tp] = None
+        if added:
+            registered = self._ctx.live_or_shutting_down_broker_ids
+            if registered is not self._merged_registered:
+                self._update_metadata_brokers.update(b for b in registered if b >= 0)
+                self._merged_registered = registered
 
     def add_stop_replica_request_for_brokers(
         self, broker_ids: Iterable[int], tp: TopicPartition, delete_partition: bool

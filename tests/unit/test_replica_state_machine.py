@@ -358,3 +358,26 @@ def test_startup_brings_online_replicas_online_and_dead_ones_offline() -> None:
     ]
     (initialized,) = h.sink.of_kind("states_initialized")
     assert initialized["counts"] == {"OnlineReplica": 3, "ReplicaDeletionIneligible": 2}
+
+
+def test_startup_gives_each_partition_its_own_states_and_honours_failed_log_dirs() -> None:
+    """Startup splits each distinct replica list into online and offline replicas once; partitions
+    sharing a list must still get states of their own, and a failed log dir makes it per partition."""
+    h = make_harness(brokers=(1, 2, 3), epoch=5)
+    partitions = [TopicPartition("orders", p) for p in range(4)]
+    for tp in partitions:
+        h.seed_partition(tp, [1, 2, 3], leader=1, isr=[1, 2, 3])
+    h.ctx.set_replicas_on_offline_dirs(2, [partitions[3]])
+
+    h.rsm.startup()
+
+    for tp in partitions[:3]:
+        assert h.ctx.replica_states_of(tp) == {1: R.ONLINE, 2: R.ONLINE, 3: R.ONLINE}
+    assert h.ctx.replica_states_of(partitions[3]) == {1: R.ONLINE, 2: R.OFFLINE, 3: R.ONLINE}
+    h.ctx.put_replica_state(PartitionAndReplica(partitions[0], 3), R.OFFLINE)
+    assert h.ctx.replica_states_of(partitions[1])[3] is R.ONLINE  # not one shared dict
+    # every online replica got a LeaderAndIsr; the replica on the failed dir did not
+    assert set(h.transport.leader_and_isr_partitions(1)) == set(partitions)
+    assert set(h.transport.leader_and_isr_partitions(2)) == set(partitions[:3])
+    (initialized,) = h.sink.of_kind("states_initialized")
+    assert initialized["counts"] == {"OnlineReplica": 11, "ReplicaDeletionIneligible": 1}
