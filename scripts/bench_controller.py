@@ -82,6 +82,11 @@ REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_control
 # past it under load (seen in both batched and unbatched rounds) and re-registered mid-round, which
 # the controller then handled as an extra broker failure inside the timed scenarios.
 AGENT_SESSION_TIMEOUT_MS = 30_000
+# Kafka's default zookeeper.session.timeout.ms. No figure waits for a session to expire (the failover
+# starts with an explicit close, the broker failure with the registration's deletion); a shorter one
+# lost the standby's session at a million partitions, with ZooKeeper's 3 GB heap and every process
+# busy on two cores, and the run never went idle again (2026-11-26).
+CONTROLLER_SESSION_TIMEOUT_S = 18.0
 PY = sys.executable
 
 
@@ -119,7 +124,7 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
     config = ControllerConfig(
         controller_id=controller_id,
         zookeeper_connect=connect,
-        zookeeper_session_timeout_s=6.0,
+        zookeeper_session_timeout_s=CONTROLLER_SESSION_TIMEOUT_S,
         auto_leader_rebalance_enable=False,
         first_rebalance_delay_seconds=3600,
         batched_writes=batched,
@@ -364,6 +369,7 @@ class Bench:
         if phases:
             log("    phases: " + ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in phases.items()))
         self.failover_phases.append(phases)
+        log(f"    new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
         self.start_controller(old.id)
         self.idle(other)
         return seconds
@@ -381,7 +387,10 @@ class Bench:
 
         _wait(moved, 180, "new leaders", interval=0.0)
         seconds = time.perf_counter() - started
-        log(f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id}")
+        log(
+            f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id}"
+            f" (controller peak RSS so far {self.active().peak_rss_mb():.0f} MB)"
+        )
         return seconds, len(led)
 
     def controlled_shutdown(self, broker_id: int) -> tuple[float, int]:
@@ -544,6 +553,8 @@ def _shutdown_target(bench: Bench, victim: int) -> int:
     per_broker = Counter(bench.leaders(bench.partitions).values())
     target = len(bench.partitions) / bench.brokers
     candidates = [b for b in bench.registrations() if b != victim]
+    if not candidates:
+        raise RuntimeError("no registered broker left to shut down: the agents' ZooKeeper sessions expired")
     return min(candidates, key=lambda b: (abs(per_broker[b] - target), b))
 
 
