@@ -259,43 +259,55 @@ class MultiReader:
     # -- public API ----------------------------------------------------------------------------------
     def get_data(self, paths: Sequence[str], *, size_hint: int = 256) -> list[DataResult]:
         """Read data and stat of every path; ``size_hint`` is the expected data size per node in bytes."""
-        if not paths:
-            return []
-        if self._multi_read_available():
-            try:
-                return self._run(GET_DATA_OPCODE, paths, _DATA_OVERHEAD + max(0, size_hint))
-            except UnimplementedError:
-                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        return self._singles(
-            paths, self._client.get_async, lambda error: DataResult(None, None, error), lambda value: DataResult(*value)
+        return self._read(
+            GET_DATA_OPCODE,
+            paths,
+            _DATA_OVERHEAD + max(0, size_hint),
+            self._client.get_async,
+            lambda error: DataResult(None, None, error),
+            lambda value: DataResult(*value),
         )
 
     def get_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> list[VersionedData]:
         """``get_data`` with each stat reduced to its data version (what bulk state reads need)."""
-        if not paths:
-            return []
-        if self._multi_read_available():
-            try:
-                return self._run(_GET_DATA_VERSION, paths, _DATA_OVERHEAD + max(0, size_hint))
-            except UnimplementedError:
-                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        return self._singles(paths, self._client.get_async, _versioned_error, _versioned)
+        return self._read(
+            _GET_DATA_VERSION,
+            paths,
+            _DATA_OVERHEAD + max(0, size_hint),
+            self._client.get_async,
+            _versioned_error,
+            _versioned,
+        )
 
     def get_children(self, paths: Sequence[str], *, size_hint: int = 256) -> list[ChildrenResult]:
         """List the children of every path; ``size_hint`` is the expected serialized size of one list."""
-        if not paths:
-            return []
-        if self._multi_read_available():
-            try:
-                return self._run(GET_CHILDREN_OPCODE, paths, _CHILDREN_OVERHEAD + max(0, size_hint))
-            except UnimplementedError:
-                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        return self._singles(
+        return self._read(
+            GET_CHILDREN_OPCODE,
             paths,
+            _CHILDREN_OVERHEAD + max(0, size_hint),
             self._client.get_children_async,
             lambda error: ChildrenResult(None, error),
             lambda value: ChildrenResult(list(value)),
         )
+
+    def _read(
+        self,
+        kind: int,
+        paths: Sequence[str],
+        per_op_estimate: int,
+        single: Callable[[str], Any],
+        failed: Callable[[ZookeeperError], Any],
+        convert: Callable[[Any], Any],
+    ) -> list[Any]:
+        """Multi-read when the server has it; otherwise (or on UNIMPLEMENTED) pipelined ``single`` reads."""
+        if not paths:
+            return []
+        if self._multi_read_available():
+            try:
+                return self._run(kind, paths, per_op_estimate)
+            except UnimplementedError:
+                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
+        return self._singles(paths, single, failed, convert)
 
     # -- multi-read ----------------------------------------------------------------------------------
     def _submit(self, request: _MultiReadRequest) -> Any:

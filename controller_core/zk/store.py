@@ -48,9 +48,9 @@ import contextlib
 import logging
 import struct
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -999,19 +999,10 @@ class ZkStore:
         return None if client_id is None else int(client_id[0])
 
     def _read_data(self, znode_paths: Sequence[str], *, size_hint: int) -> list[DataResult]:
-        # Reads are idempotent: one retry after a connection loss (kazoo queues it until reconnected).
-        try:
-            return self.reader.get_data(znode_paths, size_hint=size_hint)
-        except (ConnectionLoss, ConnectionClosedError):
-            logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
-            return self.reader.get_data(znode_paths, size_hint=size_hint)
+        return _retried_once(self.reader.get_data, znode_paths, size_hint)
 
     def _read_data_versions(self, znode_paths: Sequence[str], *, size_hint: int) -> list[VersionedData]:
-        try:
-            return self.reader.get_data_versions(znode_paths, size_hint=size_hint)
-        except (ConnectionLoss, ConnectionClosedError):
-            logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
-            return self.reader.get_data_versions(znode_paths, size_hint=size_hint)
+        return _retried_once(self.reader.get_data_versions, znode_paths, size_hint)
 
     def _children(self, path: str) -> list[str]:
         try:
@@ -1305,3 +1296,16 @@ def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]
         sizes.add(len(a.replicas))
     if len(sizes) > 1:
         raise ValueError(f"topic '{topic}': all partitions must have the same number of replicas, got {sorted(sizes)}")
+
+
+_T = TypeVar("_T")
+
+
+def _retried_once(read: Callable[..., list[_T]], znode_paths: Sequence[str], size_hint: int) -> list[_T]:
+    """A bulk read, retried once after a connection loss: reads are idempotent, and kazoo queues the
+    retry until it has reconnected."""
+    try:
+        return read(znode_paths, size_hint=size_hint)
+    except (ConnectionLoss, ConnectionClosedError):
+        logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
+        return read(znode_paths, size_hint=size_hint)
