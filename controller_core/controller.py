@@ -140,6 +140,8 @@ class _ChannelTransport:
     LeaderAndIsr holds the interpreter lock for tens of milliseconds at a time. Released as it went,
     a failover at 100,000 partitions spent up to half a second of its replica state machine waiting
     for the senders encoding the requests it had just queued (py-spy, interpreter-lock samples).
+
+    Event thread only, like the request batches that send through it.
     """
 
     def __init__(self) -> None:

@@ -652,7 +652,8 @@ class ZkStore:
         missing or unreadable, are left out; unreadable ones are logged).
 
         What a failover loads into its leadership cache: ``get_partition_states`` without a
-        ``PartitionStateRead`` per partition, a tenth of the read at 100,000 partitions.
+        ``PartitionStateRead`` per partition (at 100,000 partitions those objects alone were about a
+        tenth of the read).
         """
         return {tp: state for tp, state, _ in self._read_partition_states(partitions) if state is not None}
 
