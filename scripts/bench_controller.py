@@ -43,7 +43,6 @@ controller's events processed divided by its busy time (sum of per-state times).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import http.client
 import json
@@ -57,7 +56,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -69,7 +68,7 @@ if str(REPO_ROOT) not in sys.path:
 from kazoo.client import KazooClient  # noqa: E402
 
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition  # noqa: E402
-from controller_core.protocol import AlterIsrPartition, AlterIsrRequest  # noqa: E402
+from controller_core.protocol import AlterIsrPartition, AlterIsrRequest, gc_paused  # noqa: E402
 from controller_core.zk import paths  # noqa: E402
 from controller_core.zk.store import ZkStore  # noqa: E402
 from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  # noqa: E402
@@ -207,16 +206,6 @@ class ControllerProc:
             self.proc.kill()
             self.proc.wait()
         return rss
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _http(url: str, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -463,7 +452,8 @@ class Bench:
     def floors(self, writes: int) -> dict[str, float]:
         """The same reads and writes straight through ``ZkStore``, each timed with the collector paused
         (the controller pauses it during its events too: a collection would be "something in the way")."""
-        with _collector_paused():
+        gc.collect()
+        with gc_paused():
             return self._floors(writes)
 
     def _floors(self, writes: int) -> dict[str, float]:
