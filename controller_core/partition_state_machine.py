@@ -363,10 +363,14 @@ class PartitionStateMachine:
         if not to_write:
             return failed, unconfirmed
 
-        written = self._store.update_leader_and_isr(to_write, ctx.epoch, ctx.epoch_zk_version)
         results: ElectionResults = {}
+        retry: list[TopicPartition] = []
         before = dict(candidates)
-        for tp, result in written.finished.items():
+        # Results are used as each multi comes back, while ZooKeeper applies the next ones.
+        for tp, result in self._store.update_leader_and_isr_iter(to_write, ctx.epoch, ctx.epoch_zk_version):
+            if result is None:
+                retry.append(tp)
+                continue
             if isinstance(result, Exception):
                 results[tp] = result
                 continue
@@ -387,7 +391,7 @@ class PartitionStateMachine:
             )
             results[tp] = result
         results.update(failed)
-        return results, [*written.needs_retry, *unconfirmed]
+        return results, [*retry, *unconfirmed]
 
     def _run_strategy(
         self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy

@@ -26,6 +26,11 @@ STEPS = ("event", "before_write", "after_write")
 _PAUSE_DIR: Path | None = Path(os.environ[PAUSE_DIR_ENV]) if os.environ.get(PAUSE_DIR_ENV) else None
 
 
+def pause_points_enabled() -> bool:
+    """Whether this process honours pause points (callers that hold work back for them ask first)."""
+    return _PAUSE_DIR is not None
+
+
 def pause_point(step: str, detail: str = "") -> None:
     """Block while ``<step>`` or ``<step>.<detail>`` exists in the pause directory (when enabled)."""
     if _PAUSE_DIR is not None:

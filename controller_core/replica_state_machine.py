@@ -377,22 +377,24 @@ class ReplicaStateMachine:
             new_isr = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
             adjusted[tp] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
 
-        retry: list[TopicPartition] = unconfirmed
-        if adjusted:
-            result = self._store.update_leader_and_isr(adjusted, ctx.epoch, ctx.epoch_zk_version)
-            retry.extend(result.needs_retry)
-            for tp, outcome in result.finished.items():
-                if isinstance(outcome, Exception):
-                    finished[tp] = outcome
-                else:
-                    current[tp] = outcome
-                    before = reads[tp].state
-                    self._log.isr_change(tp, None if before is None else before.leader_and_isr, outcome, broker_id)
-
-        for tp, leader_and_isr in current.items():
-            info = LeaderIsrAndControllerEpoch(leader_and_isr, ctx.epoch)
+        for tp, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
+            info = LeaderIsrAndControllerEpoch(leader_and_isr, epoch)
             ctx.put_partition_leadership_info(tp, info)
             finished[tp] = info
+        retry: list[TopicPartition] = unconfirmed
+        if adjusted:
+            # Each result is used as its multi comes back, while ZooKeeper applies the next ones.
+            for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
+                if outcome is None:
+                    retry.append(tp)
+                elif isinstance(outcome, Exception):
+                    finished[tp] = outcome
+                else:
+                    before = reads[tp].state
+                    self._log.isr_change(tp, None if before is None else before.leader_and_isr, outcome, broker_id)
+                    info = LeaderIsrAndControllerEpoch(outcome, epoch)
+                    ctx.put_partition_leadership_info(tp, info)
+                    finished[tp] = info
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------

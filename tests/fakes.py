@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,13 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.partition_state_machine import PartitionStateMachine
-from controller_core.ports import PartitionStateRead, UpdateLeaderAndIsrResult, ZkCode
+from controller_core.ports import (
+    LeaderAndIsrWrite,
+    PartitionStateRead,
+    UpdateLeaderAndIsrResult,
+    ZkCode,
+    collect_leader_and_isr_writes,
+)
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.requests import empty_response_for
@@ -197,30 +203,41 @@ class FakePartitionStateStore:
         controller_epoch: int,
         expected_controller_epoch_zk_version: int,
     ) -> UpdateLeaderAndIsrResult:
+        return collect_leader_and_isr_writes(
+            self.update_leader_and_isr_iter(states, controller_epoch, expected_controller_epoch_zk_version)
+        )
+
+    def update_leader_and_isr_iter(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        expected_controller_epoch_zk_version: int,
+    ) -> Iterator[LeaderAndIsrWrite]:
+        """Like ZooKeeper's multis: the fence is checked before anything is written or yielded."""
         self._check_fence(expected_controller_epoch_zk_version)
         self.update_calls.append(dict(states))
         for tp in states:
             pending = self._pending_isr_changes.get(tp)
             if pending:
                 self.leader_isr_change(tp, pending.pop(0))
-        result = UpdateLeaderAndIsrResult()
+        outcomes: list[LeaderAndIsrWrite] = []
         for tp, lai in states.items():
             path = f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
             code = self.write_errors.get(tp)
             znode = self.znodes.get(tp)
             if code is not None:
-                result.finished[tp] = ZkOperationError(code, path)
+                outcomes.append((tp, ZkOperationError(code, path)))
             elif znode is None:
-                result.finished[tp] = ZkOperationError(ZkCode.NO_NODE, path)
+                outcomes.append((tp, ZkOperationError(ZkCode.NO_NODE, path)))
             elif znode.version != lai.zk_version:
-                result.needs_retry.append(tp)
+                outcomes.append((tp, None))
             else:
                 znode.leader, znode.leader_epoch, znode.isr = lai.leader, lai.leader_epoch, lai.isr
                 znode.controller_epoch = controller_epoch
                 znode.corrupt = False
                 znode.version += 1
-                result.finished[tp] = lai.with_zk_version(znode.version)
-        return result
+                outcomes.append((tp, lai.with_zk_version(znode.version)))
+        return iter(outcomes)
 
     def get_topic_configs(self, topics: Collection[str]) -> dict[str, Mapping[str, str]]:
         self.config_calls.append(set(topics))

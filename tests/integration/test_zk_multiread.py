@@ -15,6 +15,10 @@ def _comparable(results: list[DataResult]) -> list[tuple[bytes | None, object, t
     return [(r.data, r.stat, type(r.error) if r.error else None) for r in results]
 
 
+def _versions(results: list[VersionedData]) -> list[tuple[bytes | None, int, type | None]]:
+    return [(r.data, r.version, type(r.error) if r.error else None) for r in results]
+
+
 @pytest.fixture
 def tree(zk: KazooClient) -> list[str]:
     zk.create("/d", b"root")
@@ -92,6 +96,25 @@ def test_requests_and_responses_are_chunked_under_the_byte_budget(zk: KazooClien
     assert reader.counters.requests > 5
     assert reader.counters.largest_response <= 4096
     assert reader.counters.largest_request <= 4096
+
+
+def test_streamed_versioned_reads_come_back_batch_by_batch_with_the_next_ones_in_flight(
+    zk: KazooClient, tree: list[str]
+) -> None:
+    reader = MultiReader(zk, max_batch_bytes=4096, max_in_flight=2)
+    reader.get_data_versions(["/d"])  # probes multi-read support
+    before = reader.counters.requests
+    stream = reader.iter_data_versions(tree, size_hint=50)
+    first = next(stream)
+    # One request answered and handed over, two more in flight; the rest not asked yet.
+    assert reader.counters.requests - before == 3
+    rest = list(stream)
+    assert reader.counters.requests > 5
+    expected = _versions(MultiReader(zk).get_data_versions(tree))
+    assert _versions([first, *rest]) == expected
+    fallback = MultiReader(zk, use_multi_read=False, single_window=16)
+    assert _versions(list(fallback.iter_data_versions(tree))) == expected
+    assert list(reader.iter_data_versions([])) == []
 
 
 def test_empty_input_sends_nothing(zk: KazooClient) -> None:

@@ -25,6 +25,7 @@ from controller_core.ports import PartitionStateStore, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import FeatureZNode, TopicAssignment
 from controller_core.zk.election import ControllerElection
+from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
 from scripts.devservices import ZooKeeperServer, free_port
 from tests.support.zk import drop_connection, expire_session, wait_for
@@ -295,6 +296,93 @@ def test_a_connection_drop_in_the_middle_of_a_batch_loses_no_partition(
         else:  # lost twice: unknown outcome, reported as such
             assert isinstance(outcome, ZkOperationError) and outcome.code == ZkCode.CONNECTION_LOSS
             assert state.leader_and_isr.zk_version in (0, 1)
+
+
+# -- streamed writes --------------------------------------------------------------------------------
+def _state_versions(store: ZkStore, partitions: list[TopicPartition]) -> list[int]:
+    reads = store.get_partition_states(partitions)
+    return [r.state.leader_and_isr.zk_version for r in (reads[tp] for tp in partitions) if r.state is not None]
+
+
+def test_a_streamed_write_hands_over_results_while_later_multis_are_still_unsent(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 600)
+    order = list(states)
+    new = {tp: states[tp].leader_and_isr.new_epoch() for tp in order}
+    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)  # ~80 partitions per multi
+    stream = one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+
+    first_tp, first = next(stream)
+    # The first multi is back and the second in flight; the last partitions are not written yet.
+    assert first_tp == order[0] and isinstance(first, LeaderAndIsr) and first.zk_version == 1
+    assert _state_versions(store, order[-80:]) == [0] * 80
+
+    rest = list(stream)
+    assert [tp for tp, _ in rest] == order[1:]  # every partition once, in the order asked
+    assert all(isinstance(o, LeaderAndIsr) and o.zk_version == 1 for _, o in rest)
+    assert _state_versions(store, order) == [1] * len(order)
+
+
+def test_an_epoch_bump_in_the_middle_of_a_streamed_write_keeps_what_was_already_written(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 600)
+    order = list(states)
+    new = {tp: states[tp].leader_and_isr.new_epoch() for tp in order}
+    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)
+    stream = one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+    yielded = [next(stream)]
+    zk.set(paths.CONTROLLER_EPOCH_PATH, b"99")  # another controller is elected meanwhile
+
+    with pytest.raises(ControllerMovedError):
+        yielded.extend(stream)
+    # What was handed over was written while the epoch was ours; the tail was fenced off.
+    assert len(yielded) < len(order)
+    assert _state_versions(store, [tp for tp, _ in yielded]) == [1] * len(yielded)
+    assert _state_versions(store, order[-80:]) == [0] * 80
+
+
+def test_a_write_too_big_for_any_multi_fails_the_call_before_anything_is_written(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 200)
+    order = list(states)
+    new = {tp: states[tp].leader_and_isr.new_epoch() for tp in order}
+    new[order[-1]] = LeaderAndIsr(1, 1, tuple(range(1000, 3000)), 0)  # ~10 KB of JSON
+    small = ZkStore(zk, max_multi_bytes=4096, max_in_flight=1)
+
+    with pytest.raises(ValueError, match="cannot fit in one ZooKeeper request"):
+        small.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+    assert _state_versions(store, order) == [0] * len(order)
+
+
+def test_a_connection_drop_in_the_middle_of_a_streamed_state_read_resumes_where_it_stopped(
+    zk: KazooClient,
+    store: ZkStore,
+    controller: ControllerEpoch,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    states = _topic_with_states(store, controller, "orders", 600)
+    reader = MultiReader(zk, max_batch_bytes=4096, max_in_flight=1)  # ~30 states per request
+    streamed = ZkStore(zk, reader=reader)
+    submit = reader._submit
+    sent: list[int] = []
+
+    def submit_then_drop(*args: Any) -> Any:
+        pending = submit(*args)
+        sent.append(1)
+        if len(sent) == 5:  # after some batches were handed over and decoded
+            drop_connection(zk)
+        return pending
+
+    monkeypatch.setattr(reader, "_submit", submit_then_drop)
+    with caplog.at_level("INFO", logger="controller_core.zk.store"):
+        read = streamed.get_partition_leadership(list(states))
+    assert "retrying once" in caplog.text
+    assert read == states  # every partition once, none lost or duplicated by the resumption
+    assert len(sent) > 20
 
 
 # -- batches bigger than ZooKeeper's 1 MB limit -------------------------------------------------------
