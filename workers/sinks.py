@@ -25,6 +25,7 @@ import redis
 
 logger = logging.getLogger(__name__)
 
+
 def _dumps(value: Any) -> str:
     """Compact JSON (orjson: this runs on the controller's process for every state change)."""
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()

@@ -10,5 +10,6 @@ def ping() -> str:
     """Round-trip check used by tests and by operators (`celery call workers.ping`)."""
     return "pong"
 
+
 # Task modules outside autodiscovery's reach (``workers.tasks`` is the one Celery looks for).
 import workers.analytics.tasks  # noqa: E402, F401
