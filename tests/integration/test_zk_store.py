@@ -21,7 +21,7 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from controller_core.ports import PartitionStateStore, ZkCode
+from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import FeatureZNode, TopicAssignment
 from controller_core.zk.election import ControllerElection
@@ -304,14 +304,20 @@ def _state_versions(store: ZkStore, partitions: list[TopicPartition]) -> list[in
     return [r.state.leader_and_isr.zk_version for r in (reads[tp] for tp in partitions) if r.state is not None]
 
 
+def _streamed_epoch_bumps(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> tuple[list[TopicPartition], Iterator[LeaderAndIsrWrite]]:
+    """600 partitions at version 0, and a stream writing each a new leader epoch, one multi in flight."""
+    states = _topic_with_states(store, controller, "orders", 600)
+    new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
+    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)  # ~80 partitions per multi
+    return list(states), one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+
+
 def test_a_streamed_write_hands_over_results_while_later_multis_are_still_unsent(
     zk: KazooClient, store: ZkStore, controller: ControllerEpoch
 ) -> None:
-    states = _topic_with_states(store, controller, "orders", 600)
-    order = list(states)
-    new = {tp: states[tp].leader_and_isr.new_epoch() for tp in order}
-    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)  # ~80 partitions per multi
-    stream = one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+    order, stream = _streamed_epoch_bumps(zk, store, controller)
 
     first_tp, first = next(stream)
     # The first multi is back and the second in flight; the last partitions are not written yet.
@@ -327,11 +333,7 @@ def test_a_streamed_write_hands_over_results_while_later_multis_are_still_unsent
 def test_an_epoch_bump_in_the_middle_of_a_streamed_write_keeps_what_was_already_written(
     zk: KazooClient, store: ZkStore, controller: ControllerEpoch
 ) -> None:
-    states = _topic_with_states(store, controller, "orders", 600)
-    order = list(states)
-    new = {tp: states[tp].leader_and_isr.new_epoch() for tp in order}
-    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)
-    stream = one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+    order, stream = _streamed_epoch_bumps(zk, store, controller)
     yielded = [next(stream)]
     zk.set(paths.CONTROLLER_EPOCH_PATH, b"99")  # another controller is elected meanwhile
 
