@@ -9,7 +9,8 @@ Kafka's layout (topics of 50 partitions, RF 3, replicas spread over brokers 1..B
 replica, state znodes written with ``ZkStore.create_partition_states``), B lightweight broker agents
 (``python -m controller_core.broker.main --lightweight``: real agents, replication off, every control
 request answered), and two controller candidates, each its own process (``--serve-controller``, a
-``ControllerRunner`` with auto rebalance off) so that RSS is the controller's alone.
+``ControllerRunner`` with auto rebalance off) so that RSS is the controller's alone. Each writes its
+JSON-lines state-change log into the benchmark's temporary directory, as a deployment does.
 
 Each run (the figures are the median of ``--runs``):
 
@@ -113,7 +114,7 @@ class _StdoutSink:
         return None
 
 
-def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
+def serve_controller(controller_id: int, connect: str, batched: bool, state_change_dir: Path | None = None) -> int:
     from controller_core.config import ControllerConfig
     from controller_core.runner import ControllerRunner
     from controller_core.signal_wait import wait_for
@@ -131,7 +132,9 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
         # Kafka's 30 s default would drop and resend the first full requests at a million partitions.
         request_timeout_s=REQUEST_TIMEOUT_S,
     )
-    runner = ControllerRunner(config, extra_sinks=[sink])
+    # The JSON-lines state-change log, as every deployment writes it (workers.controller_host): its
+    # records are built and encoded on the event thread, so the figures include them.
+    runner = ControllerRunner(config, log_dir=state_change_dir, extra_sinks=[sink])
     profile_dir = os.environ.get("BENCH_PROFILE_DIR")
     profiler = None
     if profile_dir:  # every thread, one profile (setprofile hands each new thread to the profiler)
@@ -159,7 +162,9 @@ def serve_controller(controller_id: int, connect: str, batched: bool) -> int:
 
 # -- the orchestrator -----------------------------------------------------------------------------
 class ControllerProc:
-    def __init__(self, controller_id: int, connect: str, batched: bool = True) -> None:
+    def __init__(
+        self, controller_id: int, connect: str, batched: bool = True, state_change_dir: Path | None = None
+    ) -> None:
         self.id = controller_id
         self.failovers: list[dict[str, Any]] = []
         self.url: str | None = None
@@ -168,6 +173,7 @@ class ControllerProc:
             [
                 *(PY, str(Path(__file__).resolve()), "--serve-controller", str(controller_id), "--zookeeper", connect),
                 *(() if batched else ("--unbatched",)),
+                *(() if state_change_dir is None else ("--state-change-dir", str(state_change_dir))),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -234,8 +240,12 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str, interval: float =
 
 
 class Bench:
-    def __init__(self, connect: str, n: int, brokers: int, agent_nice: int = 0) -> None:
+    def __init__(
+        self, connect: str, n: int, brokers: int, agent_nice: int = 0, state_change_dir: Path | None = None
+    ) -> None:
         self.connect = connect
+        self.state_change_dir = state_change_dir
+        """Where the controllers write their JSON-lines state-change logs (one directory each)."""
         self.n = n
         self.brokers = brokers
         self.agent_nice = agent_nice
@@ -307,7 +317,8 @@ class Bench:
         proc.wait()
 
     def start_controller(self, controller_id: int) -> ControllerProc:
-        c = ControllerProc(controller_id, self.connect, self.batched)
+        logs = None if self.state_change_dir is None else self.state_change_dir / f"controller-{controller_id}"
+        c = ControllerProc(controller_id, self.connect, self.batched, logs)
         self.controllers[controller_id] = c
         if not c.ready.wait(60):
             raise TimeoutError(f"controller {controller_id} did not start")
@@ -505,6 +516,10 @@ class Bench:
             self.kill_agent(b)
         self.client.stop()
         self.client.close()
+        if self.state_change_dir is not None and self.state_change_dir.is_dir():
+            files = [f for f in self.state_change_dir.rglob("*") if f.is_file()]
+            size = sum(f.stat().st_size for f in files)
+            log(f"the controllers wrote {size / 1e6:,.1f} MB of state-change log in {len(files)} files")
 
 
 def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: dict[str, int], prefix: str) -> None:
@@ -563,7 +578,7 @@ def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: in
         admin.ensure_path("/bench")
         admin.stop()
         admin.close()
-        bench = Bench(root + "/bench", n, brokers, agent_nice)
+        bench = Bench(root + "/bench", n, brokers, agent_nice, state_change_dir=Path(tmp) / "state-change-log")
         try:
             log(f"creating {n:,} partitions ({n // PER_TOPIC} topics x {PER_TOPIC}, RF 3, {brokers} brokers) ...")
             started = time.perf_counter()
@@ -682,9 +697,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--unbatched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--state-change-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_controller is not None:
-        return serve_controller(args.serve_controller, args.zookeeper, not args.unbatched)
+        return serve_controller(args.serve_controller, args.zookeeper, not args.unbatched, args.state_change_dir)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so that agents, controllers and ZooKeeper stop
