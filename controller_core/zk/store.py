@@ -1170,8 +1170,8 @@ class ZkStore:
         (its conflict may be our own first attempt, ``_confirm_replayed_writes``). When the epoch check
         fails the iterator raises ``ControllerMovedError`` after the outcomes already yielded: those
         multis ran while this controller still held the epoch, so they stay true. With test pause
-        points enabled every outcome is held until ``after_write``, which then means "before any
-        result is used".
+        points or the reliability history enabled every outcome is held until the batch is complete
+        (``after_write`` then means "before any result is used").
         """
         if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
             raise ValueError(f"expected controller epoch zk version must be >= 0, got {expected!r}")
@@ -1182,7 +1182,9 @@ class ZkStore:
         outcomes: list[WriteOutcome | None] = [None] * count
         replay_conflicts: list[int] = []  # conflicts seen by a multi resubmitted after a connection loss
         held: set[int] = set()  # replay conflicts: not final until confirmed at the end
-        stream = not pause_points_enabled()
+        # Fault-injection runs keep the whole-batch order: pause points mean "before any result is
+        # used", and the reliability history records every op once the batch is complete.
+        stream = not pause_points_enabled() and self._recorder is None
         next_out = 0  # outcomes[:next_out] have been yielded
         self._check_sizes(ops)  # before the first multi leaves: an op that cannot fit changes nothing
         encoded: list[bytes] = []

@@ -25,6 +25,7 @@ from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import FeatureZNode, TopicAssignment
 from controller_core.zk.election import ControllerElection
+from controller_core.zk.history import HistoryRecorder
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
 from scripts.devservices import ZooKeeperServer, free_port
@@ -328,6 +329,24 @@ def test_a_streamed_write_hands_over_results_while_later_multis_are_still_unsent
     assert [tp for tp, _ in rest] == order[1:]  # every partition once, in the order asked
     assert all(isinstance(o, LeaderAndIsr) and o.zk_version == 1 for _, o in rest)
     assert _state_versions(store, order) == [1] * len(order)
+
+
+def test_with_the_reliability_history_on_a_write_hands_over_nothing_before_the_batch_is_complete(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch, tmp_path: Path
+) -> None:
+    """The fault-injection suite's history records every op of a batch when it completes; it keeps
+    the whole-batch order (as test pause points do), so no result is used before it is recorded."""
+    states = _topic_with_states(store, controller, "orders", 600)
+    new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
+    recorder = HistoryRecorder(tmp_path / "history.jsonl", role="controller", node=1)
+    recorded = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1, recorder=recorder)
+    stream = recorded.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+
+    next(stream)
+    assert _state_versions(store, list(states)) == [1] * len(states)
+    history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert sum(1 for h in history if h.get("op") == "set" and h.get("result") == "OK") == len(states)
+    assert len(list(stream)) == len(states) - 1
 
 
 def test_an_epoch_bump_in_the_middle_of_a_streamed_write_keeps_what_was_already_written(
