@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
 
@@ -72,17 +73,27 @@ def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
     root = f"/t-{uuid.uuid4().hex[:12]}"
     admin = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
     admin.start(timeout=15)
-    admin.ensure_path(root)
+    try:
+        admin.ensure_path(root)
+    finally:
+        admin.stop()
+        admin.close()
     try:
         yield zk_server.connect_string + root
     finally:
+        # A fresh session for the clean-up: a test that stopped ZooKeeper (healthz, reliability) can
+        # outlast a session opened before it, and the expired session fails the delete.
+        if not zk_server.ready():
+            zk_server.start()
+        cleaner = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
+        cleaner.start(timeout=15)
         try:
-            if not zk_server.ready():
-                zk_server.start()
-            admin.delete(root, recursive=True)
+            cleaner.delete(root, recursive=True)
+        except NoNodeError:
+            pass
         finally:
-            admin.stop()
-            admin.close()
+            cleaner.stop()
+            cleaner.close()
 
 
 @pytest.fixture
