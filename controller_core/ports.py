@@ -12,7 +12,7 @@ ZooKeeper multi that first checks the version of ``/controller_epoch`` and raise
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -63,18 +63,6 @@ LeaderAndIsrWrite = tuple[TopicPartition, LeaderAndIsr | Exception | None]
 version), the exception that failed it, or None for BADVERSION (re-read and retry)."""
 
 
-def collect_leader_and_isr_writes(outcomes: Iterable[LeaderAndIsrWrite]) -> UpdateLeaderAndIsrResult:
-    """Gather a stream of write outcomes into one ``UpdateLeaderAndIsrResult``."""
-    result = UpdateLeaderAndIsrResult()
-    finished, needs_retry = result.finished, result.needs_retry
-    for tp, outcome in outcomes:
-        if outcome is None:
-            needs_retry.append(tp)
-        else:
-            finished[tp] = outcome
-    return result
-
-
 class PartitionStateStore(Protocol):
     """What the replica and partition state machines need from ZooKeeper."""
 
@@ -91,26 +79,17 @@ class PartitionStateStore(Protocol):
         znodes; fenced; per-partition result code of the state-znode create."""
         ...
 
-    def update_leader_and_isr(
-        self,
-        states: Mapping[TopicPartition, LeaderAndIsr],
-        controller_epoch: int,
-        expected_controller_epoch_zk_version: int,
-    ) -> UpdateLeaderAndIsrResult:
-        """Conditionally set each state znode (expected version = ``LeaderAndIsr.zk_version``),
-        writing ``controller_epoch`` into the JSON; fenced; batched."""
-        ...
-
     def update_leader_and_isr_iter(
         self,
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         expected_controller_epoch_zk_version: int,
     ) -> Iterator[LeaderAndIsrWrite]:
-        """``update_leader_and_isr`` as it happens: each partition's outcome once, in the order of
-        ``states``, as soon as it is known, so the caller's work overlaps the writes still in flight.
-        ``ControllerMovedError`` is raised after the outcomes already yielded (those writes were
-        made while this controller held the epoch)."""
+        """Conditionally set each state znode (expected version = ``LeaderAndIsr.zk_version``),
+        writing ``controller_epoch`` into the JSON; fenced; batched. Each partition's outcome comes
+        once, in the order of ``states``, as soon as it is known, so the caller's work overlaps the
+        writes still in flight. ``ControllerMovedError`` is raised after the outcomes already yielded
+        (those writes were made while this controller held the epoch)."""
         ...
 
     def get_topic_configs(self, topics: Collection[str]) -> dict[str, Mapping[str, str]]:

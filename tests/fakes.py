@@ -28,13 +28,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.partition_state_machine import PartitionStateMachine
-from controller_core.ports import (
-    LeaderAndIsrWrite,
-    PartitionStateRead,
-    UpdateLeaderAndIsrResult,
-    ZkCode,
-    collect_leader_and_isr_writes,
-)
+from controller_core.ports import LeaderAndIsrWrite, PartitionStateRead, ZkCode
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.requests import empty_response_for
@@ -196,16 +190,6 @@ class FakePartitionStateStore:
                 self.znodes[tp] = _StateZnode(lai.leader, lai.leader_epoch, lai.isr, info.controller_epoch, 0)
                 codes[tp] = ZkCode.OK
         return codes
-
-    def update_leader_and_isr(
-        self,
-        states: Mapping[TopicPartition, LeaderAndIsr],
-        controller_epoch: int,
-        expected_controller_epoch_zk_version: int,
-    ) -> UpdateLeaderAndIsrResult:
-        return collect_leader_and_isr_writes(
-            self.update_leader_and_isr_iter(states, controller_epoch, expected_controller_epoch_zk_version)
-        )
 
     def update_leader_and_isr_iter(
         self,

@@ -282,20 +282,15 @@ class MultiReader:
     def iter_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> Iterator[VersionedData]:
         """``get_data_versions`` handed over as each multi-read comes back, in order, so the caller
         decodes one batch while ZooKeeper answers the next (a failover's 100,000 state reads)."""
-        if not paths:
-            return
-        if self._multi_read_available():
-            handed_over = False
-            try:
-                for chunk in self._run_iter(_GET_DATA_VERSION, paths, _DATA_OVERHEAD + max(0, size_hint)):
-                    handed_over = True
-                    yield from chunk
-                return
-            except UnimplementedError:
-                if handed_over:  # the server answered multi-reads a moment ago: not a missing feature
-                    raise
-                self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        yield from self._singles(paths, self._client.get_async, _versioned_error, _versioned)
+        for chunk in self._read_chunks(
+            _GET_DATA_VERSION,
+            paths,
+            _DATA_OVERHEAD + max(0, size_hint),
+            self._client.get_async,
+            _versioned_error,
+            _versioned,
+        ):
+            yield from chunk
 
     def get_children(self, paths: Sequence[str], *, size_hint: int = 256) -> list[ChildrenResult]:
         """List the children of every path; ``size_hint`` is the expected serialized size of one list."""
@@ -317,15 +312,34 @@ class MultiReader:
         failed: Callable[[ZookeeperError], Any],
         convert: Callable[[Any], Any],
     ) -> list[Any]:
-        """Multi-read when the server has it; otherwise (or on UNIMPLEMENTED) pipelined ``single`` reads."""
+        results: list[Any] = []
+        for chunk in self._read_chunks(kind, paths, per_op_estimate, single, failed, convert):
+            results.extend(chunk)
+        return results
+
+    def _read_chunks(
+        self,
+        kind: int,
+        paths: Sequence[str],
+        per_op_estimate: int,
+        single: Callable[[str], Any],
+        failed: Callable[[ZookeeperError], Any],
+        convert: Callable[[Any], Any],
+    ) -> Iterator[list[Any]]:
+        """Multi-read results request by request when the server has it; otherwise, or from the first
+        path not yet answered on UNIMPLEMENTED, pipelined ``single`` reads (one last chunk)."""
         if not paths:
-            return []
+            return
+        done = 0
         if self._multi_read_available():
             try:
-                return self._run(kind, paths, per_op_estimate)
+                for chunk in self._run_iter(kind, paths, per_op_estimate):
+                    done += len(chunk)
+                    yield chunk
+                return
             except UnimplementedError:
                 self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        return self._singles(paths, single, failed, convert)
+        yield self._singles(paths[done:], single, failed, convert)
 
     # -- multi-read ----------------------------------------------------------------------------------
     def _submit(self, request: _MultiReadRequest) -> Any:
@@ -344,12 +358,6 @@ class MultiReader:
         self.counters.bytes_received += size
         self.counters.largest_response = max(self.counters.largest_response, size)
         return _parse_reply(reply, kind, request.count), size
-
-    def _run(self, kind: int, paths: Sequence[str], per_op_estimate: int) -> list[Any]:
-        results: list[Any] = []
-        for chunk in self._run_iter(kind, paths, per_op_estimate):
-            results.extend(chunk)
-        return results
 
     def _run_iter(self, kind: int, paths: Sequence[str], per_op_estimate: int) -> Iterator[list[Any]]:
         """Pipelined multi-reads of ``paths``; yields each request's results in order, as it comes back

@@ -77,13 +77,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.pause_points import pause_point, pause_points_enabled
-from controller_core.ports import (
-    LeaderAndIsrWrite,
-    PartitionStateRead,
-    UpdateLeaderAndIsrResult,
-    ZkCode,
-    collect_leader_and_isr_writes,
-)
+from controller_core.ports import LeaderAndIsrWrite, PartitionStateRead, UpdateLeaderAndIsrResult, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import ControllerInfo, FeatureZNode, TopicAssignment
 from controller_core.zk.history import HistoryRecorder, process_recorder
@@ -728,9 +722,14 @@ class ZkStore:
         OK -> ``finished[tp]`` = the state with the new zk version; BADVERSION -> ``needs_retry``;
         anything else -> ``finished[tp]`` = ``ZkOperationError``. Raises ``ControllerMovedError``.
         """
-        return collect_leader_and_isr_writes(
-            self.update_leader_and_isr_iter(states, controller_epoch, expected_controller_epoch_zk_version)
-        )
+        result = UpdateLeaderAndIsrResult()
+        outcomes = self.update_leader_and_isr_iter(states, controller_epoch, expected_controller_epoch_zk_version)
+        for tp, outcome in outcomes:
+            if outcome is None:
+                result.needs_retry.append(tp)
+            else:
+                result.finished[tp] = outcome
+        return result
 
     def update_leader_and_isr_iter(
         self,
@@ -1014,19 +1013,10 @@ class ZkStore:
         return None if client_id is None else int(client_id[0])
 
     def _read_data(self, znode_paths: Sequence[str], *, size_hint: int) -> list[DataResult]:
-        return _retried_once(self.reader.get_data, znode_paths, size_hint)
+        return list(_resumed_once(self.reader.get_data, znode_paths, size_hint))
 
     def _iter_data_versions(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[VersionedData]:
-        """``reader.iter_data_versions``, resumed once after a connection loss from the first path not
-        yet handed over (reads are idempotent; kazoo queues the retry until it has reconnected)."""
-        done = 0
-        try:
-            for result in self.reader.iter_data_versions(znode_paths, size_hint=size_hint):
-                done += 1
-                yield result
-        except (ConnectionLoss, ConnectionClosedError):
-            logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths) - done)
-            yield from self.reader.iter_data_versions(znode_paths[done:], size_hint=size_hint)
+        return _resumed_once(self.reader.iter_data_versions, znode_paths, size_hint)
 
     def _children(self, path: str) -> list[str]:
         try:
@@ -1109,9 +1099,13 @@ class ZkStore:
             return head + _INT.pack(len(op.data)) + op.data + self._acl + _INT.pack(flags)
         return head + _INT.pack(op.version)
 
+    def _multi_budget(self) -> int:
+        """Bytes a multi's ops may take: ``max_multi_bytes`` less the epoch check and the framing."""
+        return self.max_multi_bytes - 256 - len(self._check_prefix(0))
+
     def _check_sizes(self, ops: Sequence[_Op]) -> None:
         """Raise ``ValueError`` for an op too big for one multi; exact sizes only for the doubtful ones."""
-        budget = self.max_multi_bytes - 256 - len(self._check_prefix(0))
+        budget = self._multi_budget()
         # An upper bound of the encoded size: 4 UTF-8 bytes per character of the (chrooted) path.
         fixed = 64 + len(self._acl) + 4 * len(self._server_path("/")) + _TXN_SLACK
         for op in ops:
@@ -1121,7 +1115,7 @@ class ZkStore:
     def _encoded_chunks(self, ops: Sequence[_Op], encoded: list[bytes]) -> Iterator[list[int]]:
         """Encode ``ops`` into ``encoded`` (by index) and yield multis' op indices as each one fills,
         so the first multi is on the wire while the later ops are still being encoded."""
-        budget = self.max_multi_bytes - 256 - len(self._check_prefix(0))
+        budget = self._multi_budget()
         current: list[int] = []
         request = reply = 0
         for i, op in enumerate(ops):
@@ -1372,11 +1366,15 @@ def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]
 _T = TypeVar("_T")
 
 
-def _retried_once(read: Callable[..., list[_T]], znode_paths: Sequence[str], size_hint: int) -> list[_T]:
-    """A bulk read, retried once after a connection loss: reads are idempotent, and kazoo queues the
-    retry until it has reconnected."""
+def _resumed_once(read: Callable[..., Iterable[_T]], znode_paths: Sequence[str], size_hint: int) -> Iterator[_T]:
+    """A bulk read, resumed once after a connection loss from the first path not yet handed over (all
+    of them for a reader that answers as a list): reads are idempotent, and kazoo queues the retry
+    until it has reconnected."""
+    done = 0
     try:
-        return read(znode_paths, size_hint=size_hint)
+        for result in read(znode_paths, size_hint=size_hint):
+            done += 1
+            yield result
     except (ConnectionLoss, ConnectionClosedError):
-        logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths))
-        return read(znode_paths, size_hint=size_hint)
+        logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths) - done)
+        yield from read(znode_paths[done:], size_hint=size_hint)

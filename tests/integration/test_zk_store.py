@@ -69,7 +69,7 @@ def _topic_with_states(
 # -- contract ----------------------------------------------------------------------------------------
 def test_it_implements_the_partition_state_store_port(store: ZkStore) -> None:
     port: PartitionStateStore = store  # mypy checks the signatures; this checks it at runtime too
-    assert callable(port.update_leader_and_isr)
+    assert callable(port.update_leader_and_isr_iter)
 
 
 def test_it_creates_kafkas_persistent_paths(zk: KazooClient, store: ZkStore) -> None:
