@@ -306,12 +306,13 @@ def _state_versions(store: ZkStore, partitions: list[TopicPartition]) -> list[in
 
 
 def _streamed_epoch_bumps(
-    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch, recorder: HistoryRecorder | None = None
 ) -> tuple[list[TopicPartition], Iterator[LeaderAndIsrWrite]]:
     """600 partitions at version 0, and a stream writing each a new leader epoch, one multi in flight."""
     states = _topic_with_states(store, controller, "orders", 600)
     new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
-    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1)  # ~80 partitions per multi
+    # ~80 partitions per multi
+    one_at_a_time = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1, recorder=recorder)
     return list(states), one_at_a_time.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
 
 
@@ -336,17 +337,14 @@ def test_with_the_reliability_history_on_a_write_hands_over_nothing_before_the_b
 ) -> None:
     """The fault-injection suite's history records every op of a batch when it completes; it keeps
     the whole-batch order (as test pause points do), so no result is used before it is recorded."""
-    states = _topic_with_states(store, controller, "orders", 600)
-    new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
     recorder = HistoryRecorder(tmp_path / "history.jsonl", role="controller", node=1)
-    recorded = ZkStore(zk, max_multi_bytes=8192, max_in_flight=1, recorder=recorder)
-    stream = recorded.update_leader_and_isr_iter(new, controller.epoch, controller.epoch_zk_version)
+    order, stream = _streamed_epoch_bumps(zk, store, controller, recorder)
 
     next(stream)
-    assert _state_versions(store, list(states)) == [1] * len(states)
+    assert _state_versions(store, order) == [1] * len(order)
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
-    assert sum(1 for h in history if h.get("op") == "set" and h.get("result") == "OK") == len(states)
-    assert len(list(stream)) == len(states) - 1
+    assert sum(1 for h in history if h.get("op") == "set" and h.get("result") == "OK") == len(order)
+    assert len(list(stream)) == len(order) - 1
 
 
 def test_an_epoch_bump_in_the_middle_of_a_streamed_write_keeps_what_was_already_written(
