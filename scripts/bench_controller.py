@@ -19,9 +19,11 @@ Each run (the figures are the median of ``--runs``):
   ``completed_at_ms`` in its "failover" record (context loaded, partitions and replicas started,
   LeaderAndIsr/UpdateMetadata enqueued to the brokers' senders). The killed candidate is restarted as
   the standby.
-* ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when a
-  multi-read poll of ZooKeeper shows a new leader for every partition it led (poll resolution is one
-  multi-read of N/B states).
+* ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when
+  a multi-read poll of ZooKeeper shows a new leader for every partition it led (poll resolution is one
+  multi-read of N/B states) **and** the controller has sent those elections' LeaderAndIsr to the
+  brokers' senders (the wall-clock time of its ``request_batch`` record, forwarded on stdout), whichever
+  is later. The controller sends them right after the elections, before the dead broker's ISR shrinks.
 * ``controlled_shutdown_s``: POST ``/v1/controlled_shutdown`` for another broker to the controller's
   API; the answer stops the clock.
 * ``preferred_election_s``: both brokers are restarted (leaders stay away from them), then
@@ -39,6 +41,12 @@ and ``zk_floor_write_s`` (N/B conditional, fenced writes, batched multis) straig
 ``unbatched_zk_floor_write_s`` / ``unbatched_zk_floor_read_s``: the same work one znode per request
 (pipelined, window 1000). Peak RSS is VmHWM of every controller process; events/s is the active
 controller's events processed divided by its busy time (sum of per-state times).
+
+What bounds each figure is printed with it: ``<scenario>_event_cpu_s`` is the controller's event
+thread's own CPU in the scenario's events (``time.thread_time``, ``per_state_ms`` of ``/v1/status``),
+``<scenario>_event_wall_s`` their wall time, ``<scenario>_process_cpu_s`` every thread of the
+controller process. A figure close to its event CPU is bound by the controller's Python, not by
+ZooKeeper.
 """
 
 from __future__ import annotations
@@ -102,7 +110,9 @@ class _StdoutSink:
         self.lock = threading.Lock()
 
     def emit(self, record: Mapping[str, Any]) -> None:
-        if record.get("kind") == "failover":
+        # "failover": the failover's clock; "request_batch": when requests went to the senders (the
+        # broker failure's clock stops when its elections' LeaderAndIsr have been sent).
+        if record.get("kind") in ("failover", "request_batch"):
             self.write(dict(record))
 
     def write(self, obj: Mapping[str, Any]) -> None:
@@ -167,6 +177,7 @@ class ControllerProc:
     ) -> None:
         self.id = controller_id
         self.failovers: list[dict[str, Any]] = []
+        self.request_batches: list[dict[str, Any]] = []
         self.url: str | None = None
         self.ready = threading.Event()
         self.proc = subprocess.Popen(
@@ -193,6 +204,17 @@ class ControllerProc:
                 self.ready.set()
             elif obj.get("kind") == "failover":
                 self.failovers.append(obj)
+            elif obj.get("kind") == "request_batch":
+                self.request_batches.append(obj)
+
+    def leader_and_isr_sent_at(self, cause: str, since_ms: float) -> float | None:
+        """Wall-clock ms of the first batch with LeaderAndIsr requests that ``cause`` (an event name)
+        sent at or after ``since_ms``; None if none has been seen yet."""
+        for record in list(self.request_batches):
+            lair = record.get("leader_and_isr") or {}
+            if record.get("cause") == cause and record.get("ts", 0.0) >= since_ms and sum(lair.values()) > 0:
+                return float(record["ts"])
+        return None
 
     def peak_rss_mb(self) -> float:
         try:
@@ -202,6 +224,14 @@ class ControllerProc:
         except OSError:
             pass
         return 0.0
+
+    def cpu_s(self) -> float:
+        """CPU seconds the controller process has used so far (every thread: user + system)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> float:
         rss = self.peak_rss_mb()
@@ -239,6 +269,51 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str, interval: float =
         time.sleep(interval)
 
 
+class CpuProbe:
+    """The controller's CPU while it handles one scenario: what shows whether a figure is bound by
+    ZooKeeper (waiting) or by the controller's own Python (CPU), without a profiler in the way.
+
+    ``event_cpu_s``/``event_wall_s``: the event thread's CPU and wall time in the scenario's
+    controller state (``per_state_ms`` of ``/v1/status``: whole events, so a controlled shutdown
+    includes what its event does after the answer, such as writing the state-change log);
+    ``process_cpu_s``: every thread of the process (ZooKeeper client, request senders, the API), which
+    share one interpreter lock with the event thread. ``finish`` waits for the state's event(s) to end.
+    """
+
+    def __init__(self, controller: ControllerProc, state: str) -> None:
+        self.controller = controller
+        self.state = state
+        self.before = self._timer()
+        self.process_before = controller.cpu_s()
+
+    def _timer(self) -> dict[str, float]:
+        assert self.controller.url is not None
+        status = _http(self.controller.url, "GET", "/v1/status")
+        timer = status.get("per_state_ms", {}).get(self.state, {})
+        busy = status.get("state") == self.state or status.get("event_queue_size", 0) > 0
+        return {
+            "count": float(timer.get("count", 0)),
+            "total_ms": float(timer.get("total_ms", 0.0)),
+            "cpu_ms": float(timer.get("cpu_ms", 0.0)),
+            "busy": 1.0 if busy else 0.0,
+        }
+
+    def finish(self, timeout: float = 300) -> dict[str, float]:
+        deadline = time.monotonic() + timeout
+        after = self._timer()
+        while after["busy"] or after["count"] <= self.before["count"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for the controller's {self.state} event(s) to end")
+            time.sleep(0.05)
+            after = self._timer()
+        return {
+            "events": after["count"] - self.before["count"],
+            "event_wall_s": round((after["total_ms"] - self.before["total_ms"]) / 1000, 3),
+            "event_cpu_s": round((after["cpu_ms"] - self.before["cpu_ms"]) / 1000, 3),
+            "process_cpu_s": round(self.controller.cpu_s() - self.process_before, 3),
+        }
+
+
 class Bench:
     def __init__(
         self, connect: str, n: int, brokers: int, agent_nice: int = 0, state_change_dir: Path | None = None
@@ -257,6 +332,8 @@ class Bench:
         self.rss: list[float] = []
         self.batched = True  # how (re)started controllers write: see the "unbatched" phase of run()
         self.failover_phases: list[dict[str, float]] = []
+        # Per scenario: the controller's CPU while it handled it (see ``CpuProbe``).
+        self.cpu: dict[str, list[dict[str, float]]] = {}
         self.partitions: list[TopicPartition] = []
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
@@ -341,6 +418,15 @@ class Bench:
         url = c.url
         _wait(lambda: _http(url, "GET", "/v1/status")["event_queue_size"] == 0, timeout, "an idle controller", 0.2)
 
+    def record_cpu(self, scenario: str, probe: CpuProbe, wall_s: float) -> None:
+        figures = probe.finish()
+        self.cpu.setdefault(scenario, []).append(figures)
+        log(
+            f"    {scenario}: the event thread spent {figures['event_cpu_s']:.3f} s of CPU in "
+            f"{figures['events']:.0f} {probe.state} event(s) lasting {figures['event_wall_s']:.3f} s "
+            f"(the figure: {wall_s:.3f} s); the whole controller process {figures['process_cpu_s']:.3f} s of CPU"
+        )
+
     # scenarios
     def failover(self) -> float:
         old = self.active()
@@ -353,6 +439,7 @@ class Bench:
 
         if self.client.exists(paths.CONTROLLER_PATH, watch=watch) is None:
             raise RuntimeError("no /controller")
+        probe = CpuProbe(other, "CONTROLLER_CHANGE")
         stopping = time.perf_counter()
         self.rss.append(old.stop())
         exit_s = time.perf_counter() - stopping
@@ -370,6 +457,7 @@ class Bench:
             log("    phases: " + ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in phases.items()))
         self.failover_phases.append(phases)
         log(f"    new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
+        self.record_cpu(("" if self.batched else "unbatched_") + "failover", probe, seconds)
         self.start_controller(old.id)
         self.idle(other)
         return seconds
@@ -377,8 +465,11 @@ class Bench:
     def broker_failure(self, broker_id: int) -> tuple[float, int]:
         lead = self.leaders(self.partitions)
         led = [tp for tp, leader in lead.items() if leader == broker_id]
+        active = self.active()
+        probe = CpuProbe(active, "BROKER_CHANGE")
         self.kill_agent(broker_id)
         started = time.perf_counter()
+        started_ms = time.time() * 1000
         self.client.delete(paths.broker_id_path(broker_id))
 
         def moved() -> bool:
@@ -386,11 +477,20 @@ class Bench:
             return all(v not in (-1, broker_id) for v in now.values())
 
         _wait(moved, 180, "new leaders", interval=0.0)
-        seconds = time.perf_counter() - started
+        written_s = time.perf_counter() - started
+        # ... and sent to the brokers: the controller hands the elections' LeaderAndIsr to its senders
+        # right after the elections (before the ISR shrinks); its request_batch record says when.
+        _wait(lambda: active.leader_and_isr_sent_at("BrokerChange", started_ms) is not None, 180, "the requests")
+        sent_ms = active.leader_and_isr_sent_at("BrokerChange", started_ms)
+        assert sent_ms is not None
+        sent_s = (sent_ms - started_ms) / 1000
+        seconds = max(written_s, sent_s)
         log(
-            f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id}"
-            f" (controller peak RSS so far {self.active().peak_rss_mb():.0f} MB)"
+            f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id} (all in ZooKeeper "
+            f"after {written_s:.3f} s, their LeaderAndIsr sent after {sent_s:.3f} s; "
+            f"controller peak RSS so far {active.peak_rss_mb():.0f} MB)"
         )
+        self.record_cpu(("" if self.batched else "unbatched_") + "broker_failure", probe, seconds)
         return seconds, len(led)
 
     def controlled_shutdown(self, broker_id: int) -> tuple[float, int]:
@@ -399,6 +499,7 @@ class Bench:
         assert stat is not None
         url = self.active().url
         assert url is not None
+        probe = CpuProbe(self.active(), "CONTROLLED_SHUTDOWN")
         started = time.perf_counter()
         answer = _http(url, "POST", "/v1/controlled_shutdown", {"broker_id": broker_id, "broker_epoch": stat.czxid})
         seconds = time.perf_counter() - started
@@ -407,6 +508,7 @@ class Bench:
             f"  controlled_shutdown: {seconds:.3f} s for {led} leaders of broker {broker_id} "
             f"(error {answer.get('error_code')}, {len(remaining)} remaining)"
         )
+        self.record_cpu(("" if self.batched else "unbatched_") + "controlled_shutdown", probe, seconds)
         self.kill_agent(broker_id)
         self.client.delete(paths.broker_id_path(broker_id))
         return seconds, led
@@ -418,6 +520,7 @@ class Bench:
         def watch(event: Any) -> None:
             deleted.set()
 
+        probe = CpuProbe(self.active(), "MANUAL_LEADER_BALANCE")
         started = time.perf_counter()
         self.store.create_preferred_replica_election_request(self.partitions)
         if self.client.exists(paths.PREFERRED_REPLICA_ELECTION_PATH, watch=watch) is None:
@@ -426,6 +529,7 @@ class Bench:
             raise TimeoutError("preferred election")
         seconds = time.perf_counter() - started
         log(f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader)")
+        self.record_cpu(("" if self.batched else "unbatched_") + "preferred_election", probe, seconds)
         return seconds, moved
 
     def restart_brokers(self, ids: Sequence[int]) -> None:
@@ -626,6 +730,11 @@ def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: in
         report[key + "_runs"] = [round(x, 3) for x in values]
     report.update(counts)
     report["failover_phases_ms"] = bench.failover_phases  # per failover, batched runs first
+    for scenario, figures in bench.cpu.items():
+        for key in ("event_cpu_s", "event_wall_s", "process_cpu_s"):
+            values = [f[key] for f in figures]
+            report[f"{scenario}_{key}"] = round(statistics.median(values), 3)
+            report[f"{scenario}_{key}_runs"] = values
     report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
     report["events_processed"] = status["events_processed"]
     report["events_per_s_busy"] = round(events_per_s, 1)
@@ -663,6 +772,12 @@ def render(report: Mapping[str, Any]) -> str:
     for k in KEYS:
         if k in report:
             lines.append(f"{k:<34}{report[k]:>10.3f}  {report[k + '_runs']}")
+        scenario = k.removesuffix("_s")
+        if scenario + "_event_cpu_s" in report:
+            lines.append(
+                f"{'  event thread CPU / process CPU':<34}{report[scenario + '_event_cpu_s']:>10.3f}"
+                f"  / {report[scenario + '_process_cpu_s']:.3f} s"
+            )
     lines += [
         f"{'broker_failure_leaders':<34}{report.get('broker_failure_leaders', 0):>10,}",
         f"{'controlled_shutdown_leaders':<34}{report.get('controlled_shutdown_leaders', 0):>10,}",

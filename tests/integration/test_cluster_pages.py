@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -137,9 +138,17 @@ def test_metrics_include_the_controller_status_in_managed_mode(snapshot: None, a
     client = redis.Redis.from_url(redis_url)
     client.hset("kcp:pages:controller:1", mapping={"active": "1", "state": "BROKER_CHANGE", "event_queue_size": 3,
                                                    "event_queue_time_ms_p50": 1.5, "event_queue_time_ms_max": 9,
-                                                   "unclean_elections_total": 2})  # fmt: skip
+                                                   "unclean_elections_total": 2,
+                                                   "per_state_ms": json.dumps({
+                                                       "CONTROLLED_SHUTDOWN": {"count": 2, "total_ms": 3500.0,
+                                                                               "max_ms": 2000.0, "cpu_ms": 2750.0},
+                                                       "IDLE": "garbage"})})  # fmt: skip
     client.close()
     text = alice.get(f"/clusters/{NAME}/metrics").content.decode()
+    assert 'kcp_controller_state_events_total{cluster="pages",state="CONTROLLED_SHUTDOWN"} 2.0' in text
+    assert 'kcp_controller_state_seconds_total{cluster="pages",state="CONTROLLED_SHUTDOWN"} 3.5' in text
+    assert 'kcp_controller_state_cpu_seconds_total{cluster="pages",state="CONTROLLED_SHUTDOWN"} 2.75' in text
+    assert 'state="IDLE"' not in text
     assert 'kafka_controller_controllerstats_uncleanleaderelectionspersec_total{cluster="pages"} 2.0' in text
     assert 'kafka_controller_controllereventmanager_eventqueuesize{cluster="pages"} 3.0' in text
     assert 'kafka_controller_controllereventmanager_eventqueuetimems{cluster="pages",quantile="0.5"} 1.5' in text

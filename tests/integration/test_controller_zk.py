@@ -263,3 +263,72 @@ def test_the_configured_request_timeout_reaches_the_broker_channels(candidates: 
     channel = runner.controller._transport.channel
     assert isinstance(channel, ControllerChannelManager)
     assert channel._request_timeout_s == 7.0
+
+
+class HandOverLog:
+    """What reached the brokers' senders and when the ISR shrinks began, in one order.
+
+    Installed on the active controller between events (the event thread is idle): the channel's
+    ``send`` and the replica state machine's ISR removal are wrapped to append to ``steps``.
+    """
+
+    def __init__(self, runner: ControllerRunner) -> None:
+        controller = runner.controller
+        assert controller is not None
+        self.steps: list[tuple[str, int, Any]] = []
+        channel = controller._transport.channel
+        assert channel is not None
+        send, remove = channel.send, controller.replica_sm._remove_replicas_from_isr
+
+        def recording_send(broker_id: int, request: Any, callback: Any = None) -> None:
+            leaders = {(s.topic, s.partition): s.leader for s in getattr(request, "partition_states", ())}
+            self.steps.append((type(request).__name__, broker_id, leaders))
+            send(broker_id, request, callback)
+
+        def recording_remove(broker_id: int, partitions: Any) -> Any:
+            self.steps.append(("isr_removal", broker_id, sorted(partitions)))
+            return remove(broker_id, partitions)
+
+        channel.send = recording_send  # type: ignore[method-assign]
+        controller.replica_sm._remove_replicas_from_isr = recording_remove  # type: ignore[method-assign]
+
+    def first(self, predicate: Any) -> int:
+        return next(i for i, step in enumerate(self.steps) if predicate(step))
+
+
+def test_new_leaders_hear_of_a_broker_failure_before_the_isr_shrinks(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    """Kafka's order: the elections' LeaderAndIsr go to the senders before the replicas of the dead
+    broker leave the ISRs of the partitions it followed (those writes change nothing for availability)."""
+    for b in (1, 2, 3):
+        brokers.start(b)
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    runner = candidates.start(100)
+    wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover")
+    log = HandOverLog(runner)
+    brokers.kill(1)
+    wait_for(lambda: state(zk, "orders", 1)[2] == [2, 3], what="orders-1 ISR shrinks")
+    elected = log.first(lambda s: s[0] == "LeaderAndIsrRequest" and s[2].get(("orders", 0)) == 2)
+    shrink = log.first(lambda s: s[0] == "isr_removal" and s[1] == 1)
+    assert elected < shrink, log.steps
+
+
+def test_new_leaders_hear_of_a_controlled_shutdown_before_the_isr_shrinks(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    epochs = {b: brokers.start(b) for b in (1, 2, 3)}
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    runner = candidates.start(100)
+    wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover")
+    log = HandOverLog(runner)
+    assert runner.controller is not None
+    answers: list[tuple[int, Any]] = []
+    from controller_core.events import ControlledShutdown
+
+    runner.controller.events.put(ControlledShutdown(1, epochs[1], lambda code, rest: answers.append((code, rest))))
+    wait_for(lambda: bool(answers), what="the controlled shutdown's answer")
+    assert answers == [(0, [])]
+    elected = log.first(lambda s: s[0] == "LeaderAndIsrRequest" and s[2].get(("orders", 0)) == 2)
+    shrink = log.first(lambda s: s[0] == "isr_removal" and s[1] == 1)
+    assert elected < shrink, log.steps

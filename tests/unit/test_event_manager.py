@@ -87,6 +87,35 @@ def test_queue_and_state_metrics(manager: ControllerEventManager) -> None:
     assert manager.metrics.events_processed >= 3
 
 
+def test_state_timers_separate_the_event_threads_cpu_from_waiting() -> None:
+    """A handler that waits (as for ZooKeeper) costs wall time, not CPU; one that computes costs both."""
+
+    def handle(event: ControllerEvent) -> None:
+        if isinstance(event, BrokerChange):
+            time.sleep(0.3)
+        elif isinstance(event, TopicChange):
+            deadline = time.thread_time() + 0.2
+            while time.thread_time() < deadline:
+                pass
+
+    m = ControllerEventManager(handle, name="test-cpu")
+    m.start()
+    try:
+        m.put(BrokerChange())
+        assert m.put(TopicChange()).await_processing(5)
+        for _ in range(500):
+            if ControllerState.TOPIC_CHANGE in m.metrics.per_state:
+                break
+            time.sleep(0.01)
+    finally:
+        m.close(timeout=5)
+    waited = m.metrics.per_state[ControllerState.BROKER_CHANGE]
+    computed = m.metrics.per_state[ControllerState.TOPIC_CHANGE]
+    assert waited.total_ms >= 300 and waited.cpu_ms < 100
+    assert computed.cpu_ms >= 200 and computed.total_ms >= computed.cpu_ms * 0.99
+    assert m.metrics.per_event["TopicChange"].cpu_ms == computed.cpu_ms
+
+
 def test_an_exception_in_a_handler_does_not_stop_the_thread() -> None:
     seen: list[ControllerEvent] = []
 

@@ -13,7 +13,10 @@ built for a real Kafka controller work beside the dashboard:
 * from the active controller's status hash (managed mode only, docs/contracts.md):
   ``kafka_controller_controllerstats_uncleanleaderelectionspersec_total`` (a counter, as the
   exporter turns Kafka's meter into one), ``kafka_controller_controllereventmanager_eventqueuesize``,
-  ``..._eventqueuetimems{quantile="0.5"|"1.0"}``, ``kafka_controller_kafkacontroller_controllerstate``;
+  ``..._eventqueuetimems{quantile="0.5"|"1.0"}``, ``kafka_controller_kafkacontroller_controllerstate``,
+  and per controller state ``kcp_controller_state_events_total``, ``kcp_controller_state_seconds_total``
+  and ``kcp_controller_state_cpu_seconds_total`` (the event thread's own CPU: the difference is time
+  its events spent waiting, mostly on ZooKeeper);
 * the mirror's own health: ``kcp_mirror_lag_seconds`` (age of the oldest change in the last flush),
   ``kcp_mirror_staleness_seconds`` (since the last confirmed sync), ``kcp_mirror_heartbeat_age_seconds``,
   ``kcp_mirror_zookeeper_connected``, ``kcp_mirror_sequence``.
@@ -22,6 +25,7 @@ built for a real Kafka controller work beside the dashboard:
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -187,6 +191,38 @@ class SnapshotCollector:
             )  # fmt: skip
             g.add_metric(value, code)
             yield g
+        yield from self._state_time_metrics(fields.get("per_state_ms", ""))
+
+    def _state_time_metrics(self, raw: str) -> Iterator[Metric]:
+        """Events, wall and event-thread CPU seconds per controller state (``per_state_ms``, JSON)."""
+        try:
+            per_state = json.loads(raw) if raw else {}
+        except ValueError:
+            return
+        if not isinstance(per_state, dict):
+            return
+        labels = ["cluster", "state"]
+        families = {
+            "count": CounterMetricFamily(
+                "kcp_controller_state_events", "Events the controller handled, per state.", labels=labels
+            ),
+            "total_ms": CounterMetricFamily(
+                "kcp_controller_state_seconds", "Wall time of the controller's events, per state.", labels=labels
+            ),
+            "cpu_ms": CounterMetricFamily(
+                "kcp_controller_state_cpu_seconds",
+                "The event thread's own CPU time, per state (wall minus CPU: waiting, mostly on ZooKeeper).",
+                labels=labels,
+            ),
+        }
+        for state, timer in sorted(per_state.items()):
+            if not isinstance(timer, dict):
+                continue
+            for key, family in families.items():
+                figure = timer.get(key)
+                if isinstance(figure, int | float) and not isinstance(figure, bool):
+                    family.add_metric([self.snap.cluster, str(state)], figure if key == "count" else figure / 1000)
+        yield from families.values()
 
 
 @login_not_required
