@@ -78,7 +78,7 @@ from kazoo.client import KazooClient  # noqa: E402
 
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition  # noqa: E402
 from controller_core.protocol import AlterIsrPartition, AlterIsrRequest, gc_paused  # noqa: E402
-from controller_core.zk import paths  # noqa: E402
+from controller_core.zk import codecs, paths  # noqa: E402
 from controller_core.zk.store import ZkStore  # noqa: E402
 from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  # noqa: E402
 from scripts.devservices import temporary_services  # noqa: E402
@@ -90,6 +90,11 @@ REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_control
 # past it under load (seen in both batched and unbatched rounds) and re-registered mid-round, which
 # the controller then handled as an extra broker failure inside the timed scenarios.
 AGENT_SESSION_TIMEOUT_MS = 30_000
+# At a million partitions each agent decodes every UpdateMetadata in full (~150 MB of JSON) at nice 19
+# on the same two cores, and 30 s sessions expired mid-round (2026-11-26): the private ZooKeeper's
+# maximum (maxSessionTimeout, scripts/devservices.py) from half a million partitions up.
+AGENT_SESSION_TIMEOUT_MS_LARGE = 60_000
+LARGE_CLUSTER_PARTITIONS = 500_000
 # Kafka's default zookeeper.session.timeout.ms. No figure waits for a session to expire (the failover
 # starts with an explicit close, the broker failure with the registration's deletion); a shorter one
 # lost the standby's session at a million partitions, with ZooKeeper's 3 GB heap and every process
@@ -326,7 +331,8 @@ class Bench:
         self.agent_nice = agent_nice
         self.client = KazooClient(hosts=connect, timeout=30.0)
         self.client.start(timeout=30)
-        self.store = ZkStore(self.client)
+        # The private ZooKeeper's jute.maxbuffer is 4 MiB (scripts/devservices.py).
+        self.store = ZkStore(self.client, max_znode_bytes=4_000_000)
         self.agents: dict[int, subprocess.Popen[bytes]] = {}
         self.controllers: dict[int, ControllerProc] = {}
         self.rss: list[float] = []
@@ -361,10 +367,11 @@ class Bench:
 
     def start_agent(self, broker_id: int) -> None:
         nice = self.agent_nice
+        session_ms = AGENT_SESSION_TIMEOUT_MS_LARGE if self.n >= LARGE_CLUSTER_PARTITIONS else AGENT_SESSION_TIMEOUT_MS
         self.agents[broker_id] = subprocess.Popen(
             [
                 *(PY, "-m", "controller_core.broker.main", "--id", str(broker_id), "--zookeeper", self.connect),
-                *("--port", "0", "--lightweight", "--zookeeper-session-timeout-ms", str(AGENT_SESSION_TIMEOUT_MS)),
+                *("--port", "0", "--lightweight", "--zookeeper-session-timeout-ms", str(session_ms)),
             ],
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
@@ -518,17 +525,27 @@ class Bench:
         deleted = threading.Event()
 
         def watch(event: Any) -> None:
-            deleted.set()
+            deleted.set()  # the Event of the request being waited for (a closure over the variable)
 
+        # One znode holds ~100,000 partitions within the private ZooKeeper's jute.maxbuffer; more are
+        # written as Kafka's tool would have to: the next request once the controller consumed one.
+        size = len(codecs.encode_preferred_replica_election(self.partitions))
+        pieces = -(-size // self.store.max_znode_bytes)
+        step = -(-len(self.partitions) // pieces)
         probe = CpuProbe(self.active(), "MANUAL_LEADER_BALANCE")
         started = time.perf_counter()
-        self.store.create_preferred_replica_election_request(self.partitions)
-        if self.client.exists(paths.PREFERRED_REPLICA_ELECTION_PATH, watch=watch) is None:
-            deleted.set()
-        if not deleted.wait(600):
-            raise TimeoutError("preferred election")
+        for i in range(0, len(self.partitions), step):
+            deleted = threading.Event()
+            self.store.create_preferred_replica_election_request(self.partitions[i : i + step])
+            if self.client.exists(paths.PREFERRED_REPLICA_ELECTION_PATH, watch=watch) is None:
+                deleted.set()
+            if not deleted.wait(600):
+                raise TimeoutError("preferred election")
         seconds = time.perf_counter() - started
-        log(f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader)")
+        log(
+            f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader; "
+            f"{pieces} request znode(s))"
+        )
         self.record_cpu(("" if self.batched else "unbatched_") + "preferred_election", probe, seconds)
         return seconds, moved
 

@@ -107,6 +107,10 @@ _DONE: Final = _MULTI_HEADER.pack(-1, 1, -1)
 # batch that fits here also fits a follower's jute.maxbuffer.
 _TXN_SLACK: Final = 24
 DEFAULT_MAX_MULTI_BYTES: Final = 128_000
+# ZooKeeper drops the connection of a client that sends a packet over the server's jute.maxbuffer
+# (0xfffff bytes by default): the caller sees ConnectionLoss, not a reason. Admin requests whose size
+# the caller chooses are refused before they are sent instead.
+DEFAULT_MAX_ZNODE_BYTES: Final = 1_000_000
 # Reply bytes per op (multi header + result); a create also echoes its path.
 _REPLY_BYTES: Final = {_CREATE: 13, _DELETE: 9, _SET: 9 + 68, _CHECK: 9}
 
@@ -238,7 +242,8 @@ class ZkStore:
 
     ``max_multi_bytes`` bounds every multi, ``max_read_bytes`` every multi-read request and response;
     ``max_in_flight`` is the number of multis pipelined; ``max_ops_per_multi`` (0: no limit) caps the
-    writes per multi; ``timeout`` bounds each wait for a reply.
+    writes per multi; ``timeout`` bounds each wait for a reply; ``max_znode_bytes`` is the largest
+    admin request znode written in one piece (set it to the server's ``jute.maxbuffer`` less ~1 KB).
     """
 
     def __init__(
@@ -250,6 +255,7 @@ class ZkStore:
         max_in_flight: int = 16,
         max_ops_per_multi: int = 0,
         timeout: float = 30.0,
+        max_znode_bytes: int = DEFAULT_MAX_ZNODE_BYTES,
         reader: MultiReader | None = None,
         recorder: HistoryRecorder | None = None,
     ) -> None:
@@ -262,6 +268,7 @@ class ZkStore:
         # benchmark's "unbatched" baseline, ControllerConfig.batched_writes=False).
         self.max_ops_per_multi = max(0, max_ops_per_multi)
         self.timeout = timeout
+        self.max_znode_bytes = max_znode_bytes
         self.reader = reader or MultiReader(client, max_batch_bytes=max_read_bytes, timeout=timeout)
         self._counters = StoreCounters()
         self._server_path = paths.under_chroot(client.chroot)
@@ -866,14 +873,22 @@ class ZkStore:
 
     def create_preferred_replica_election_request(self, partitions: Iterable[TopicPartition]) -> None:
         """Write ``/admin/preferred_replica_election`` as Kafka's tool does (unfenced admin write).
-        Raises ``ZkOperationError`` (NODEEXISTS) while a previous request is still pending."""
+
+        Raises ``ZkOperationError`` (NODEEXISTS) while a previous request is still pending, and
+        ``ValueError`` (nothing written) when the request is over ``max_znode_bytes``: split it, as
+        the dashboard's election action does (about 25,000 partitions of short topic names per MB).
+        """
         chosen = list(dict.fromkeys(partitions))
         if not chosen:
             raise ValueError("a preferred replica election request needs at least one partition")
-        try:
-            self._client.create(
-                paths.PREFERRED_REPLICA_ELECTION_PATH, codecs.encode_preferred_replica_election(chosen), makepath=True
+        payload = codecs.encode_preferred_replica_election(chosen)
+        if len(payload) > self.max_znode_bytes:
+            raise ValueError(
+                f"a preferred replica election of {len(chosen):,} partitions is {len(payload):,} bytes, over the "
+                f"{self.max_znode_bytes:,}-byte limit of one znode (ZooKeeper's jute.maxbuffer): split it"
             )
+        try:
+            self._client.create(paths.PREFERRED_REPLICA_ELECTION_PATH, payload, makepath=True)
         except NodeExistsError:
             raise ZkOperationError(
                 ZkCode.NODE_EXISTS,

@@ -613,6 +613,17 @@ def test_reassignment_request_round_trip_and_fenced_updates(
     assert store.get_partition_reassignment() == {}
 
 
+def test_a_preferred_election_request_over_the_znode_limit_is_refused_before_writing(zk: KazooClient) -> None:
+    """ZooKeeper would drop the connection (ConnectionLoss, no reason given); the store says why."""
+    small = ZkStore(zk, max_znode_bytes=2_000)
+    many = [TP("orders", p) for p in range(100)]  # ~3,600 bytes of JSON
+    with pytest.raises(ValueError, match=r"100 partitions is [\d,]+ bytes, over the 2,000-byte limit"):
+        small.create_preferred_replica_election_request(many)
+    assert small.get_preferred_replica_election() is None
+    small.create_preferred_replica_election_request(many[:40])
+    assert small.get_preferred_replica_election() == set(many[:40])
+
+
 def test_preferred_replica_election_request_round_trip(store: ZkStore, controller: ControllerEpoch) -> None:
     assert store.get_preferred_replica_election() is None
     store.create_preferred_replica_election_request([TP("t", 0), TP("t", 1)])
