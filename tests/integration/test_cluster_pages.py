@@ -69,6 +69,22 @@ def test_the_overview_shows_counts_controller_and_skew(snapshot: None, alice: Cl
     assert "data-live-scope" not in page and 'data-scope="cluster"' in page
 
 
+def test_the_overview_shows_where_the_controllers_time_went(snapshot: None, alice: Client, redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.hset("kcp:pages:controller:1", mapping={"active": "1", "state": "IDLE", "per_state_ms": json.dumps({
+        "IDLE": {"count": 9, "total_ms": 1.0, "max_ms": 1.0, "cpu_ms": 1.0},
+        "BROKER_CHANGE": {"count": 2, "total_ms": 4000.0, "max_ms": 3000.0, "cpu_ms": 1000.0},
+        "CONTROLLED_SHUTDOWN": {"count": 1, "total_ms": 1900.0, "max_ms": 1900.0, "cpu_ms": 1600.0},
+        "TOPIC_CHANGE": {"count": 3, "total_ms": 12.0, "max_ms": 5.0}})})  # fmt: skip
+    client.close()
+    page = alice.get(f"/clusters/{NAME}/").content.decode()
+    assert "Where the controller's time went" in page
+    rows = [line for line in page.splitlines() if "<tr data-state=" in line]
+    assert [r.split('"')[1] for r in rows] == ["BROKER_CHANGE", "CONTROLLED_SHUTDOWN", "TOPIC_CHANGE"]  # busiest first
+    assert "1000 ms (25 %)" in page and "1600 ms (84 %)" in page
+    assert 'data-state="IDLE"' not in page
+
+
 def test_topics_are_paginated_sorted_and_filtered_on_the_server(snapshot: None, alice: Client) -> None:
     page = alice.get(f"/clusters/{NAME}/topics/?only=offline").content.decode()
     assert ">orders<" in page and ">tiny<" not in page

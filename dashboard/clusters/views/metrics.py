@@ -25,7 +25,6 @@ built for a real Kafka controller work beside the dashboard:
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +37,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from dashboard.clusters import layout
 from dashboard.clusters.snapshot import ClusterSnapshot, status_from_meta
+from dashboard.clusters.state_times import state_times
 from dashboard.clusters.views.common import cluster_and_snapshot
 
 
@@ -191,38 +191,32 @@ class SnapshotCollector:
             )  # fmt: skip
             g.add_metric(value, code)
             yield g
-        yield from self._state_time_metrics(fields.get("per_state_ms", ""))
+        yield from self._state_time_metrics(fields)
 
-    def _state_time_metrics(self, raw: str) -> Iterator[Metric]:
-        """Events, wall and event-thread CPU seconds per controller state (``per_state_ms``, JSON)."""
-        try:
-            per_state = json.loads(raw) if raw else {}
-        except ValueError:
-            return
-        if not isinstance(per_state, dict):
+    def _state_time_metrics(self, fields: dict[str, Any]) -> Iterator[Metric]:
+        """Events, wall and event-thread CPU seconds per controller state (``per_state_ms``)."""
+        rows = state_times(fields)
+        if not rows:
             return
         labels = ["cluster", "state"]
-        families = {
-            "count": CounterMetricFamily(
-                "kcp_controller_state_events", "Events the controller handled, per state.", labels=labels
-            ),
-            "total_ms": CounterMetricFamily(
-                "kcp_controller_state_seconds", "Wall time of the controller's events, per state.", labels=labels
-            ),
-            "cpu_ms": CounterMetricFamily(
-                "kcp_controller_state_cpu_seconds",
-                "The event thread's own CPU time, per state (wall minus CPU: waiting, mostly on ZooKeeper).",
-                labels=labels,
-            ),
-        }
-        for state, timer in sorted(per_state.items()):
-            if not isinstance(timer, dict):
-                continue
-            for key, family in families.items():
-                figure = timer.get(key)
-                if isinstance(figure, int | float) and not isinstance(figure, bool):
-                    family.add_metric([self.snap.cluster, str(state)], figure if key == "count" else figure / 1000)
-        yield from families.values()
+        events = CounterMetricFamily(
+            "kcp_controller_state_events", "Events the controller handled, per state.", labels=labels
+        )
+        wall = CounterMetricFamily(
+            "kcp_controller_state_seconds", "Wall time of the controller's events, per state.", labels=labels
+        )
+        cpu = CounterMetricFamily(
+            "kcp_controller_state_cpu_seconds",
+            "The event thread's own CPU time, per state (wall minus CPU: waiting, mostly on ZooKeeper).",
+            labels=labels,
+        )
+        for row in rows:
+            key = [self.snap.cluster, row.state]
+            events.add_metric(key, row.events)
+            wall.add_metric(key, row.total_ms / 1000)
+            if row.cpu_ms is not None:
+                cpu.add_metric(key, row.cpu_ms / 1000)
+        yield from (events, wall, cpu)
 
 
 @login_not_required

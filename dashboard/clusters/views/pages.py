@@ -18,6 +18,7 @@ from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.skew import balance, preferred_percent
 from dashboard.clusters.snapshot import TOPIC_FILTERS, TOPIC_SORTS, ClusterSnapshot, TopicListing, get_redis
+from dashboard.clusters.state_times import state_times
 from dashboard.clusters.views.common import Pager, base_context, cluster_and_snapshot, int_param, per_page
 
 
@@ -43,6 +44,7 @@ def overview(request: HttpRequest, name: str) -> HttpResponse:
     epoch = int(meta["controller_epoch"]) if meta.get("controller_epoch", "").isdigit() else None
     partitions = counts.get(layout.PARTITIONS, 0)
     bal = balance(layout.per_broker(counts, "replicas"), layout.per_broker(counts, "leaders"), brokers, partitions)
+    status = snap.controller_status(controller_id)
     context = base_context(
         cluster,
         snap,
@@ -54,7 +56,8 @@ def overview(request: HttpRequest, name: str) -> HttpResponse:
         controller_epoch=epoch,
         failovers=max(epoch - 1, 0) if epoch is not None else None,
         preferred=preferred_percent(partitions, counts.get(layout.NON_PREFERRED, 0)),
-        controller_status=snap.controller_status(controller_id),
+        controller_status=status,
+        controller_state_times=state_times(status),
         admin=snap.admin(),
         partition_state_rows=state_rows(counts, "p:", layout.PARTITION_STATES),
         replica_state_rows=state_rows(counts, "r:", layout.REPLICA_STATES),
