@@ -18,6 +18,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class StateTime:
+    """One controller state's figures since the controller started (times in milliseconds)."""
+
     state: str
     events: int
     total_ms: float
