@@ -96,7 +96,7 @@ _Seen = tuple[int, int] | int | None
 class _Registration:
     """One handler. ``callback`` is created once so kazoo's watcher sets de-duplicate re-arms."""
 
-    __slots__ = ("active", "callback", "event_for", "expect_exists", "kind", "path", "rearm_pending", "seen")
+    __slots__ = ("active", "callback", "event_for", "expect_exists", "fired", "kind", "path", "rearm_pending", "seen")
 
     def __init__(self, path: str, kind: WatchKind, event_for: EventFactory) -> None:
         self.path = path
@@ -107,6 +107,10 @@ class _Registration:
         self.rearm_pending = False
         # Node watches: whether the node exists after the last event delivered (None: no event yet).
         self.expect_exists: bool | None = None
+        # Watch events delivered so far. kazoo runs watch callbacks and async completions on two
+        # different threads, so a re-arm's answer can be handled after a *later* watch event; the
+        # re-arm carries the count it was sent for and is compared only if no event came since.
+        self.fired = 0
         self.callback: Callable[[Any], None] = lambda event: None
 
 
@@ -327,10 +331,12 @@ class WatchRegistry:
         # makes while handling the event (same session, same order), so a change either happens
         # before that read (and the read sees it) or after the re-arm (and fires the watch again).
         event_type = _KAZOO_TYPES.get(event.type)
-        if reg.kind is WatchKind.NODE and event_type is not None:
-            with self._lock:
+        with self._lock:
+            reg.fired += 1
+            sent_for = reg.fired
+            if reg.kind is WatchKind.NODE and event_type is not None:
                 reg.expect_exists = event_type is not WatchEventType.DELETED
-        self._rearm(reg, resync=False)
+        self._rearm(reg, resync=False, sent_for=sent_for)
         if event_type is not None:
             if reg.kind is WatchKind.CHILDREN and event_type is WatchEventType.CHANGED:
                 event_type = WatchEventType.CHILDREN  # defensive: kazoo routes CHANGED to data watchers only
@@ -344,7 +350,9 @@ class WatchRegistry:
         except Exception:
             logger.exception("watch handler for %s (%s) failed to enqueue its event", reg.path, reg.kind)
 
-    def _rearm(self, reg: _Registration, resync: bool) -> None:
+    def _rearm(self, reg: _Registration, resync: bool, sent_for: int | None = None) -> None:
+        """Read the node (or children) again with the watch; ``sent_for``: the watch event count it
+        answers (None for a resynchronisation, which always compares)."""
         if not reg.active:
             return
         reg.rearm_pending = False
@@ -357,7 +365,7 @@ class WatchRegistry:
             logger.debug("cannot re-arm the watch of %s now", reg.path, exc_info=True)
             reg.rearm_pending = True
             return
-        pending.rawlink(lambda result: self._rearmed(reg, result, resync))
+        pending.rawlink(lambda result: self._rearmed(reg, result, resync, sent_for))
 
     def _retry_when_connected(self, reg: _Registration) -> None:
         # The connection listener re-arms pending handlers on CONNECTED. If the connection came back
@@ -366,7 +374,7 @@ class WatchRegistry:
         if self._client.connected:
             self._rearm(reg, resync=True)
 
-    def _rearmed(self, reg: _Registration, result: Any, resync: bool) -> None:
+    def _rearmed(self, reg: _Registration, result: Any, resync: bool, sent_for: int | None = None) -> None:
         if not reg.active:
             return
         try:
@@ -374,7 +382,7 @@ class WatchRegistry:
         except NoNodeError:
             # A child watch needs an existing parent: wait for the parent's creation instead.
             self._client.exists_async(reg.path, watch=reg.callback).rawlink(
-                lambda r: self._rearmed_parent_absent(reg, r, resync)
+                lambda r: self._rearmed_parent_absent(reg, r, resync, sent_for)
             )
             return
         except _RETRY_LATER:
@@ -384,9 +392,11 @@ class WatchRegistry:
             logger.exception("re-arming the watch of %s failed", reg.path)
             return
         now: _Seen = _node_seen(value) if reg.kind is WatchKind.NODE else int(value[1].pzxid)
-        self._observe(reg, now, resync)
+        self._observe(reg, now, resync, sent_for)
 
-    def _rearmed_parent_absent(self, reg: _Registration, result: Any, resync: bool) -> None:
+    def _rearmed_parent_absent(
+        self, reg: _Registration, result: Any, resync: bool, sent_for: int | None = None
+    ) -> None:
         if not reg.active:
             return
         try:
@@ -401,10 +411,14 @@ class WatchRegistry:
             # Created between the two reads: arm the child watch and report what changed.
             self._rearm(reg, resync=True)
             return
-        self._observe(reg, None, resync)
+        self._observe(reg, None, resync, sent_for)
 
-    def _observe(self, reg: _Registration, now: _Seen, resync: bool) -> None:
+    def _observe(self, reg: _Registration, now: _Seen, resync: bool, sent_for: int | None = None) -> None:
         with self._lock:
+            if sent_for is not None and sent_for != reg.fired:
+                # A later watch event was delivered after this re-arm was sent: what this read saw
+                # is older than what that event says, and that event's own re-arm will compare.
+                return
             before = reg.seen
             reg.seen = now
             expected, reg.expect_exists = reg.expect_exists, None
