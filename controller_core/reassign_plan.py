@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller_core.model import ReplicaAssignment, TopicPartition
+from controller_core.zk.paths import MAX_ZNODE_BYTES
 
-# ZooKeeper refuses znodes over jute.maxbuffer (1 MiB minus a little); stay clearly below it.
-MAX_ZNODE_BYTES: Final = 1_000_000
 # A pasted document larger than this is refused before parsing.
 MAX_INPUT_BYTES: Final = 4 * MAX_ZNODE_BYTES
 TOP_LEVEL_KEYS: Final = frozenset({"version", "partitions"})

@@ -426,6 +426,8 @@ class Bench:
         _wait(lambda: _http(url, "GET", "/v1/status")["event_queue_size"] == 0, timeout, "an idle controller", 0.2)
 
     def record_cpu(self, scenario: str, probe: CpuProbe, wall_s: float) -> None:
+        """Keep ``probe``'s figures under ``scenario`` (``unbatched_`` prefixed in the unbatched phase)."""
+        scenario = scenario if self.batched else "unbatched_" + scenario
         figures = probe.finish()
         self.cpu.setdefault(scenario, []).append(figures)
         log(
@@ -464,7 +466,7 @@ class Bench:
             log("    phases: " + ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in phases.items()))
         self.failover_phases.append(phases)
         log(f"    new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
-        self.record_cpu(("" if self.batched else "unbatched_") + "failover", probe, seconds)
+        self.record_cpu("failover", probe, seconds)
         self.start_controller(old.id)
         self.idle(other)
         return seconds
@@ -497,7 +499,7 @@ class Bench:
             f"after {written_s:.3f} s, their LeaderAndIsr sent after {sent_s:.3f} s; "
             f"controller peak RSS so far {active.peak_rss_mb():.0f} MB)"
         )
-        self.record_cpu(("" if self.batched else "unbatched_") + "broker_failure", probe, seconds)
+        self.record_cpu("broker_failure", probe, seconds)
         return seconds, len(led)
 
     def controlled_shutdown(self, broker_id: int) -> tuple[float, int]:
@@ -515,7 +517,7 @@ class Bench:
             f"  controlled_shutdown: {seconds:.3f} s for {led} leaders of broker {broker_id} "
             f"(error {answer.get('error_code')}, {len(remaining)} remaining)"
         )
-        self.record_cpu(("" if self.batched else "unbatched_") + "controlled_shutdown", probe, seconds)
+        self.record_cpu("controlled_shutdown", probe, seconds)
         self.kill_agent(broker_id)
         self.client.delete(paths.broker_id_path(broker_id))
         return seconds, led
@@ -546,7 +548,7 @@ class Bench:
             f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader; "
             f"{pieces} request znode(s))"
         )
-        self.record_cpu(("" if self.batched else "unbatched_") + "preferred_election", probe, seconds)
+        self.record_cpu("preferred_election", probe, seconds)
         return seconds, moved
 
     def restart_brokers(self, ids: Sequence[int]) -> None:

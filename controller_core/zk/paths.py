@@ -15,6 +15,11 @@ from typing import Final
 
 from controller_core.model import TopicPartition
 
+# The largest znode the controller's requests are built to: ZooKeeper drops the connection of a
+# client that sends a packet over the server's jute.maxbuffer (0xfffff bytes by default), so the
+# caller sees ConnectionLoss, not a reason. Admin requests are checked against this before writing.
+MAX_ZNODE_BYTES: Final = 1_000_000
+
 # -- controller election ---------------------------------------------------------------------------
 CONTROLLER_PATH: Final = "/controller"
 CONTROLLER_EPOCH_PATH: Final = "/controller_epoch"

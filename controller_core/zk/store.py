@@ -107,10 +107,6 @@ _DONE: Final = _MULTI_HEADER.pack(-1, 1, -1)
 # batch that fits here also fits a follower's jute.maxbuffer.
 _TXN_SLACK: Final = 24
 DEFAULT_MAX_MULTI_BYTES: Final = 128_000
-# ZooKeeper drops the connection of a client that sends a packet over the server's jute.maxbuffer
-# (0xfffff bytes by default): the caller sees ConnectionLoss, not a reason. Admin requests whose size
-# the caller chooses are refused before they are sent instead.
-DEFAULT_MAX_ZNODE_BYTES: Final = 1_000_000
 # Reply bytes per op (multi header + result); a create also echoes its path.
 _REPLY_BYTES: Final = {_CREATE: 13, _DELETE: 9, _SET: 9 + 68, _CHECK: 9}
 
@@ -255,7 +251,7 @@ class ZkStore:
         max_in_flight: int = 16,
         max_ops_per_multi: int = 0,
         timeout: float = 30.0,
-        max_znode_bytes: int = DEFAULT_MAX_ZNODE_BYTES,
+        max_znode_bytes: int = paths.MAX_ZNODE_BYTES,
         reader: MultiReader | None = None,
         recorder: HistoryRecorder | None = None,
     ) -> None:

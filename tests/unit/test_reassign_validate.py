@@ -10,13 +10,13 @@ from controller_core.model import ReplicaAssignment
 from controller_core.model import TopicPartition as TP
 from controller_core.reassign_plan import (
     MAX_INPUT_BYTES,
-    MAX_ZNODE_BYTES,
     ClusterView,
     encoded_size,
     parse_document,
     to_kafka_json,
     validate,
 )
+from controller_core.zk.paths import MAX_ZNODE_BYTES
 
 CLUSTER = ClusterView(
     assignments={
