@@ -89,7 +89,7 @@ from controller_core.reassignment import ReassignmentManager
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.requests import ErrorCode
-from controller_core.state_change_log import StateChangeLogger
+from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import TopicDeletionManager
 from controller_core.zk import paths
@@ -216,7 +216,8 @@ class Controller:
         self.store = store
         self.endpoint = endpoint
         self.ctx = ControllerContext(config.controller_id)
-        self.scl = StateChangeLogger.for_context(self.ctx, sink, clock)
+        # Records are built after each event (``Controller.process`` flushes), not in its way.
+        self.scl = StateChangeLogger.for_context(self.ctx, sink, clock, defer=DEFERRED_RECORDS)
         self.events = ControllerEventManager(self.process, name=f"controller-{config.controller_id}-events")
         self.watches = WatchRegistry(client, self._enqueue, reader=store.reader)
         self._channel_factory = channel_factory
@@ -299,6 +300,7 @@ class Controller:
         self.client.remove_listener(self._on_session_state)
         self.events.close()
         self._resign(delete_controller_znode=True)
+        self.scl.flush()  # records made outside any event (a candidate's own) are not left behind
 
     def _on_session_state(self, state: str) -> None:
         """kazoo's connection listener: must not block, only flips flags and enqueues."""
@@ -1018,11 +1020,13 @@ class Controller:
         ctx.add_shutting_down_broker(broker_id)
         self.scl.record("controlled_shutdown", broker_id=broker_id)
         deleting = ctx.topics_to_be_deleted
+        leadership = ctx.partitions_leadership_info
+        assignment_of = ctx.partition_full_replica_assignment
         led: list[TopicPartition] = []
         followed: list[TopicPartition] = []
-        for tp in ctx.partitions_on_broker(broker_id):
-            info = ctx.partition_leadership_info(tp)
-            if info is None or tp.topic in deleting or len(ctx.partition_replica_assignment(tp)) <= 1:
+        for tp in ctx.partitions_on_broker(broker_id):  # every partition with a replica here: 30,000 at 100k
+            info = leadership.get(tp)
+            if info is None or tp.topic in deleting or len(assignment_of(tp).replicas) <= 1:
                 continue
             (led if info.leader_and_isr.leader == broker_id else followed).append(tp)
         if led:

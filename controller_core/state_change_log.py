@@ -22,8 +22,12 @@ Record shape (``kind`` is open-ended; the ones the core emits are listed on ``St
 
 Cost matters: a broker failure on a large cluster moves hundreds of thousands of partitions, and
 each move must still be recorded because availability analytics need every leader change. So the
-hot path builds one flat dict per partition and formats no log lines; sinks serialize whole
-buffers with a single C-accelerated encoder. Human-readable logging (``LoggingSink``) formats only
+hot path formats no log lines: it stamps each partition record (time, sequence number, the event's
+header) and keeps the rest in a tuple; the record's dict is built from it right away, or, in the
+controller (``defer``), after the event's effects are out: its writes made, its requests handed to
+the senders and its answer given. A controlled shutdown at 100,000 partitions makes 50,000 records;
+building and encoding them is ~3 us each, 0.15 s the shutting-down broker no longer waits for.
+Sinks encode with a C-accelerated encoder. Human-readable logging (``LoggingSink``) formats only
 when its logger is enabled.
 """
 
@@ -35,6 +39,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -80,6 +85,66 @@ PARTITION_RECORD_FIELDS = (
 _EMPTY_PARTITION_RECORD: dict[str, Any] = dict.fromkeys(PARTITION_RECORD_FIELDS)
 
 
+_Pending = tuple[
+    dict[str, Any],  # the header template (controller, epoch, event, cause)
+    float,  # ts
+    int,  # seq
+    str,  # kind
+    TopicPartition,
+    "int | None",  # replica
+    "str | None",  # from_state
+    "str | None",  # to_state
+    "str | None",  # strategy
+    "LeaderAndIsr | None",  # before
+    "LeaderAndIsr | None",  # after
+    "bool | None",  # unclean
+    "str | None",  # error
+]
+"""A partition record as it is made: what ``_build_partition_record`` turns into the record."""
+
+DEFERRED_RECORDS = 65_536
+"""How many records the controller's logger keeps unbuilt (``defer``) before it builds them without
+waiting for the end of the event: ~200 bytes each, against ~1 KB for a built record."""
+
+
+def _build_partition_record(entry: _Pending) -> Record:
+    # A copy of a template that already has every key (in the record's field order) and the event's
+    # header is ~3x cheaper than a 22-key dict literal, which CPython builds in two parts past 16 keys
+    # and then grows.
+    template, ts, seq, kind, tp, replica, from_state, to_state, strategy, before, after, unclean, error = entry
+    topic, partition = tp
+    rec = template.copy()
+    rec["ts"] = ts
+    rec["seq"] = seq
+    rec["kind"] = kind
+    rec["topic"] = topic
+    rec["partition"] = partition
+    if replica is None:
+        rec["entity"] = f"{topic}-{partition}"
+    else:
+        rec["entity"] = f"{topic}-{partition}@{replica}"
+        rec["replica"] = replica
+    if from_state is not None:
+        rec["from_state"] = from_state
+    if to_state is not None:
+        rec["to_state"] = to_state
+    if strategy is not None:
+        rec["strategy"] = strategy
+    if before is not None:
+        rec["leader_before"] = before.leader
+        rec["isr_before"] = before.isr
+        rec["leader_epoch_before"] = before.leader_epoch
+    if after is not None:
+        rec["leader_after"] = after.leader
+        rec["isr_after"] = after.isr
+        rec["leader_epoch_after"] = after.leader_epoch
+    if unclean is not None:
+        rec["unclean"] = unclean
+    if error is not None:
+        rec["error"] = error
+    return rec
+
+
 class StateChangeLogger:
     """Build state-change records and hand them to a sink.
 
@@ -102,9 +167,17 @@ class StateChangeLogger:
         controller_id: int,
         epoch_source: Callable[[], int],
         clock: Callable[[], float] = time.time,
+        *,
+        defer: int = 0,
     ) -> None:
         self._sink = sink
         self._emit = sink.emit
+        self._defer = defer
+        """0: every record goes to the sink as it is made. N > 0: partition records are kept as tuples
+        and built, in order with every other record, on ``flush()`` or once N are waiting (see
+        ``DEFERRED_RECORDS``)."""
+        self._pending: deque[_Pending | Record] = deque()
+        self._drain_lock = threading.Lock()
         self.controller_id = controller_id
         self._epoch_source = epoch_source
         self._clock = clock
@@ -112,13 +185,21 @@ class StateChangeLogger:
         self._seq = 0
         self._cause: str | None = None
         self._event_id: str | None = None
+        self._template: dict[str, Any] | None = None
+        """``_EMPTY_PARTITION_RECORD`` with this controller, epoch, event and cause filled in: the part
+        of a partition record that is the same for every record of one event."""
 
     @classmethod
     def for_context(
-        cls, context: ControllerContext, sink: StateChangeSink, clock: Callable[[], float] = time.time
+        cls,
+        context: ControllerContext,
+        sink: StateChangeSink,
+        clock: Callable[[], float] = time.time,
+        *,
+        defer: int = 0,
     ) -> StateChangeLogger:
         """A logger that stamps records with ``context``'s controller id and current epoch."""
-        return cls(sink, context.controller_id, lambda: context.epoch, clock)
+        return cls(sink, context.controller_id, lambda: context.epoch, clock, defer=defer)
 
     @property
     def sink(self) -> StateChangeSink:
@@ -129,13 +210,40 @@ class StateChangeLogger:
         """Stamp every record made inside the block with ``cause`` and one correlation id."""
         previous = self._cause, self._event_id
         self._cause, self._event_id = cause, event_id or uuid.uuid4().hex
+        self._template = None
         try:
             yield self._event_id
         finally:
             self._cause, self._event_id = previous
+            self._template = None
 
     def flush(self) -> None:
+        """Hand every waiting record to the sink, then flush the sink."""
+        self._drain()
         self._sink.flush()
+
+    @property
+    def pending(self) -> int:
+        """Records made but not yet handed to the sink (always 0 unless ``defer``)."""
+        return len(self._pending)
+
+    def _push(self, entry: _Pending | Record) -> None:
+        pending = self._pending
+        pending.append(entry)  # deque.append: safe beside a drain on another thread
+        if len(pending) >= self._defer:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Build and emit the waiting records, oldest first. One drain at a time, so the sink sees the
+        records in the order they were made even when two threads flush."""
+        with self._drain_lock:
+            pending = self._pending
+            popleft = pending.popleft
+            emit = self._emit
+            build = _build_partition_record
+            for _ in range(len(pending)):
+                entry = popleft()
+                emit(entry if isinstance(entry, dict) else build(entry))
 
     # -- record construction -------------------------------------------------------------------
 
@@ -160,7 +268,10 @@ class StateChangeLogger:
             "cause": self._cause,
         }
         rec.update(fields)
-        self._emit(rec)
+        if self._defer:
+            self._push(rec)  # after the partition records made before it
+        else:
+            self._emit(rec)
         return rec
 
     def _partition_record(
@@ -176,47 +287,41 @@ class StateChangeLogger:
         after: LeaderAndIsr | None = None,
         error: str | None = None,
         unclean: bool | None = None,
-    ) -> Record:
-        # This runs for every partition a batch touches. A copy of a template that already has every
-        # key (in the record's field order) and then ~12 stores is ~3x cheaper than a 22-key dict
-        # literal, which CPython builds in two parts past 16 keys and then grows.
-        epoch, seq = self._next_seq()
-        topic, partition = tp
-        rec = _EMPTY_PARTITION_RECORD.copy()
-        rec["ts"] = self._clock() * 1000.0
-        rec["controller_id"] = self.controller_id
-        rec["controller_epoch"] = epoch
-        rec["seq"] = seq
-        rec["kind"] = kind
-        rec["event_id"] = self._event_id
-        rec["cause"] = self._cause
-        rec["topic"] = topic
-        rec["partition"] = partition
-        if replica is None:
-            rec["entity"] = f"{topic}-{partition}"
+    ) -> None:
+        # This runs for every partition a batch touches (50,000 times in a controlled shutdown at
+        # 100,000 partitions): it stamps the record (time, sequence, the event's header) and keeps
+        # the rest as it came; ``_build_partition_record`` makes the dict, now or when deferred.
+        epoch = self._epoch_source()
+        if epoch != self._seq_epoch:
+            self._seq_epoch = epoch
+            self._seq = 0
+        template = self._template
+        if template is None or template["controller_epoch"] != epoch:
+            template = self._template = _EMPTY_PARTITION_RECORD.copy()
+            template["controller_id"] = self.controller_id
+            template["controller_epoch"] = epoch
+            template["event_id"] = self._event_id
+            template["cause"] = self._cause
+        self._seq += 1
+        entry = (
+            template,
+            self._clock() * 1000.0,
+            self._seq,
+            kind,
+            tp,
+            replica,
+            from_state,
+            to_state,
+            strategy,
+            before,
+            after,
+            unclean,
+            error,
+        )
+        if self._defer:
+            self._push(entry)
         else:
-            rec["entity"] = f"{topic}-{partition}@{replica}"
-            rec["replica"] = replica
-        if from_state is not None:
-            rec["from_state"] = from_state
-        if to_state is not None:
-            rec["to_state"] = to_state
-        if strategy is not None:
-            rec["strategy"] = strategy
-        if before is not None:
-            rec["leader_before"] = before.leader
-            rec["isr_before"] = before.isr
-            rec["leader_epoch_before"] = before.leader_epoch
-        if after is not None:
-            rec["leader_after"] = after.leader
-            rec["isr_after"] = after.isr
-            rec["leader_epoch_after"] = after.leader_epoch
-        if unclean is not None:
-            rec["unclean"] = unclean
-        if error is not None:
-            rec["error"] = error
-        self._emit(rec)
-        return rec
+            self._emit(_build_partition_record(entry))
 
     def partition_transition(
         self,
@@ -226,15 +331,15 @@ class StateChangeLogger:
         leader_and_isr: LeaderAndIsr | None = None,
         *,
         before: LeaderAndIsr | None = None,
-    ) -> Record:
+    ) -> None:
         """A partition changed state (``leader_and_isr``: its state after, when it has one; ``before``:
         the state it leaves, given for transitions to Offline so the lost leader is on record)."""
-        return self._partition_record(
+        self._partition_record(
             "partition_transition", tp, from_state=from_state, to_state=to_state, before=before, after=leader_and_isr
         )
 
-    def replica_transition(self, replica: PartitionAndReplica, from_state: str | None, to_state: str) -> Record:
-        return self._partition_record(
+    def replica_transition(self, replica: PartitionAndReplica, from_state: str | None, to_state: str) -> None:
+        self._partition_record(
             "replica_transition", replica.topic_partition, replica.replica, from_state=from_state, to_state=to_state
         )
 
@@ -248,9 +353,9 @@ class StateChangeLogger:
         before: LeaderAndIsr | None,
         after: LeaderAndIsr,
         unclean: bool = False,
-    ) -> Record:
+    ) -> None:
         """A leader was elected; the record is also the partition's state transition."""
-        return self._partition_record(
+        self._partition_record(
             "election",
             tp,
             from_state=from_state,
@@ -267,9 +372,9 @@ class StateChangeLogger:
         before: LeaderAndIsr | None,
         after: LeaderAndIsr,
         replica: int | None = None,
-    ) -> Record:
+    ) -> None:
         """The controller rewrote leader/ISR without an election (e.g. removing ``replica`` from the ISR)."""
-        return self._partition_record("isr_change", tp, replica, before=before, after=after)
+        self._partition_record("isr_change", tp, replica, before=before, after=after)
 
     def failed_partition_change(
         self,
@@ -278,8 +383,8 @@ class StateChangeLogger:
         to_state: str,
         error: BaseException | str,
         strategy: str | None = None,
-    ) -> Record:
-        return self._partition_record(
+    ) -> None:
+        self._partition_record(
             "failed_change",
             tp,
             from_state=from_state,
@@ -294,8 +399,8 @@ class StateChangeLogger:
         from_state: str | None,
         to_state: str,
         error: BaseException | str,
-    ) -> Record:
-        return self._partition_record(
+    ) -> None:
+        self._partition_record(
             "failed_change",
             replica.topic_partition,
             replica.replica,

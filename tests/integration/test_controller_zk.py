@@ -332,3 +332,37 @@ def test_new_leaders_hear_of_a_controlled_shutdown_before_the_isr_shrinks(
     elected = log.first(lambda s: s[0] == "LeaderAndIsrRequest" and s[2].get(("orders", 0)) == 2)
     shrink = log.first(lambda s: s[0] == "isr_removal" and s[1] == 1)
     assert elected < shrink, log.steps
+
+
+def test_a_controlled_shutdown_is_answered_before_its_records_are_built(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    """The controller keeps an event's partition records unbuilt until its effects are out (the writes,
+    the requests, the answer), then hands every one of them to the sinks, in order."""
+    epochs = {b: brokers.start(b) for b in (1, 2, 3)}
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    runner = candidates.start(100)
+    sink = candidates.sinks[100]
+    wait_for(lambda: any(r["kind"] == "failover" for r in sink.records), what="failover")
+    assert runner.controller is not None
+    seen_at_answer: list[list[str]] = []
+    from controller_core.events import ControlledShutdown
+
+    def answered(code: int, rest: Any) -> None:
+        seen_at_answer.append([r["kind"] for r in sink.records if r.get("cause") == "ControlledShutdown"])
+
+    runner.controller.events.put(ControlledShutdown(1, epochs[1], answered))
+    wait_for(lambda: bool(seen_at_answer), what="the controlled shutdown's answer")
+    assert "election" not in seen_at_answer[0]
+
+    def of_the_shutdown() -> list[Mapping[str, Any]]:
+        return [r for r in sink.records if r.get("cause") == "ControlledShutdown"]
+
+    wait_for(lambda: any(r["kind"] == "replica_transition" for r in of_the_shutdown()), what="the records")
+    records = of_the_shutdown()
+    kinds = [r["kind"] for r in records]
+    assert kinds.index("controlled_shutdown") < kinds.index("election") < kinds.index("isr_change")
+    assert [r["entity"] for r in records if r["kind"] == "election"] == ["orders-0"]
+    assert [r["entity"] for r in records if r["kind"] == "isr_change"] == ["orders-1@1"]
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)

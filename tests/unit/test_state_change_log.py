@@ -98,6 +98,58 @@ def test_caused_by_groups_records_and_nests(log: StateChangeLogger, sink: Memory
     assert len(outer) == 32
 
 
+def _a_controllers_records(log: StateChangeLogger, epoch: list[int]) -> None:
+    """Every kind of record, two events, an epoch change inside the second: what the controller makes."""
+    before, after = LeaderAndIsr(1, 4, (1, 2, 3), 7), LeaderAndIsr(2, 5, (2, 3), 8)
+    with log.caused_by("ControlledShutdown", event_id="e1"):
+        log.record("controlled_shutdown", broker_id=1)
+        log.election(TP, "controlled_shutdown", "OnlinePartition", "OnlinePartition", before=before, after=after)
+        log.isr_change(TopicPartition("orders", 4), before, after, 1)
+        log.request_batch(5, {2: 1}, [1, 2, 3], 2, {1: 1})
+        log.replica_transition(PartitionAndReplica(TP, 1), ReplicaState.ONLINE, ReplicaState.OFFLINE)
+    with log.caused_by("BrokerChange", event_id="e2"):
+        log.partition_transition(TP, PartitionState.ONLINE, PartitionState.OFFLINE, before=after)
+        epoch[0] = 6
+        log.failed_partition_change(TP, "OfflinePartition", "OnlinePartition", StateChangeFailedError("no replica"))
+        log.failed_replica_change(PartitionAndReplica(TP, 2), "OnlineReplica", "NewReplica", "refused")
+        log.record("resignation", controller_epoch_resigned=6)
+
+
+def test_deferred_records_are_the_immediate_ones_in_the_same_order(epoch: list[int]) -> None:
+    immediate, deferred = MemorySink(), MemorySink()
+    _a_controllers_records(StateChangeLogger(immediate, 1, lambda: epoch[0], Clock()), epoch)
+    epoch[0] = 5
+    late = StateChangeLogger(deferred, 1, lambda: epoch[0], Clock(), defer=1_000)
+    _a_controllers_records(late, epoch)
+    assert len(immediate.records) == 9
+    assert deferred.records == [] and late.pending == 9  # nothing built before the flush
+    late.flush()
+    assert deferred.records == immediate.records
+    assert late.pending == 0
+    assert [(r["controller_epoch"], r["seq"], r["event_id"]) for r in deferred.records] == [
+        *((5, seq, "e1") for seq in range(1, 6)),
+        (5, 6, "e2"),
+        (6, 1, "e2"),
+        (6, 2, "e2"),
+        (6, 3, "e2"),
+    ]
+
+
+def test_deferred_records_are_built_once_the_limit_is_reached(epoch: list[int]) -> None:
+    sink = MemorySink()
+    log = StateChangeLogger(sink, 1, lambda: epoch[0], Clock(), defer=3)
+    with log.caused_by("BrokerChange"):
+        log.isr_change(TP, None, LeaderAndIsr(1, 1, (1,)), 2)
+        log.record("probe")
+        assert sink.records == []
+        log.isr_change(TP, None, LeaderAndIsr(1, 2, (1,)), 3)  # the third: all three go
+        assert [r["seq"] for r in sink.records] == [1, 2, 3]
+        log.isr_change(TP, None, LeaderAndIsr(1, 3, (1,)), 4)
+    assert len(sink.records) == 3
+    log.flush()
+    assert [r["seq"] for r in sink.records] == [1, 2, 3, 4]
+
+
 def test_partition_transition_record(log: StateChangeLogger, sink: MemorySink) -> None:
     log.partition_transition(TP, PartitionState.NEW, PartitionState.ONLINE, LeaderAndIsr(2, 0, (2, 1)))
     (record,) = sink.records
@@ -214,10 +266,13 @@ def test_memory_sink_filters_by_kind() -> None:
     assert sink.records == []
 
 
-def test_logging_sink_uses_kafkas_prefix(caplog: pytest.LogCaptureFixture, log: StateChangeLogger) -> None:
+def test_logging_sink_uses_kafkas_prefix(
+    caplog: pytest.LogCaptureFixture, log: StateChangeLogger, sink: MemorySink
+) -> None:
     logging_sink = LoggingSink(logging.getLogger("test.state_change"), level=logging.INFO)
     caplog.set_level(logging.INFO, logger="test.state_change")
-    logging_sink.emit(log.partition_transition(TP, "OfflinePartition", "OnlinePartition", LeaderAndIsr(2, 1, (2,))))
+    log.partition_transition(TP, "OfflinePartition", "OnlinePartition", LeaderAndIsr(2, 1, (2,)))
+    logging_sink.emit(sink.records[-1])
     assert "[Controller id=1 epoch=5] partition_transition orders-3 OfflinePartition -> OnlinePartition" in caplog.text
 
 
