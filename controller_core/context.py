@@ -609,6 +609,24 @@ class ControllerContext:
         else:
             states[replica.replica] = state
 
+    def move_replicas_of_broker(
+        self, broker_id: int, partitions: Iterable[TopicPartition], state: ReplicaState
+    ) -> list[ReplicaState | None]:
+        """``put_replica_state`` for ``broker_id``'s replica of each partition, in one pass; returns the
+        state each had before (None: none), in order. A controlled shutdown moves 20,000 at once."""
+        all_states = self._replica_states
+        previous: list[ReplicaState | None] = []
+        append = previous.append
+        for tp in partitions:
+            states = all_states.get(tp)
+            if states is None:
+                all_states[tp] = {broker_id: state}
+                append(None)
+            else:
+                append(states.get(broker_id))
+                states[broker_id] = state
+        return previous
+
     def load_replica_states(self, states: Mapping[TopicPartition, dict[int, ReplicaState]]) -> None:
         """Replace every replica state of each partition given at once (failover: every partition); each
         dict non-empty."""

@@ -45,7 +45,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState
 
@@ -366,30 +366,30 @@ class PartitionStateMachine:
         results: ElectionResults = {}
         retry: list[TopicPartition] = []
         before = dict(candidates)
+        requests: list[LeaderAndIsrEntry] = []
+        epoch = ctx.epoch
+        put_leadership = ctx.put_partition_leadership_info
+        assignment_of = ctx.partition_full_replica_assignment
+        state_of = ctx.partition_state
+        record = self._log.election
+        name = strategy.name
         # Results are used as each multi comes back, while ZooKeeper applies the next ones.
-        for tp, result in self._store.update_leader_and_isr_iter(to_write, ctx.epoch, ctx.epoch_zk_version):
-            if result is None:
-                retry.append(tp)
-                continue
-            if isinstance(result, Exception):
+        try:
+            for tp, result in self._store.update_leader_and_isr_iter(to_write, epoch, ctx.epoch_zk_version):
+                if result is None:
+                    retry.append(tp)
+                    continue
+                if isinstance(result, Exception):
+                    results[tp] = result
+                    continue
+                info = LeaderIsrAndControllerEpoch(result, epoch)
+                put_leadership(tp, info)
+                outcome = outcomes[tp]
+                requests.append((outcome.recipients, tp, info, assignment_of(tp)))
+                record(tp, name, state_of(tp), _P.ONLINE, before=before[tp], after=result, unclean=outcome.unclean)
                 results[tp] = result
-                continue
-            info = LeaderIsrAndControllerEpoch(result, ctx.epoch)
-            ctx.put_partition_leadership_info(tp, info)
-            outcome = outcomes[tp]
-            self._batch.add_leader_and_isr_request_for_brokers(
-                outcome.recipients, tp, info, ctx.partition_full_replica_assignment(tp), is_new=False
-            )
-            self._log.election(
-                tp,
-                strategy.name,
-                ctx.partition_state(tp),
-                _P.ONLINE,
-                before=before[tp],
-                after=result,
-                unclean=outcome.unclean,
-            )
-            results[tp] = result
+        finally:  # what was written is requested even when a later multi fails
+            self._batch.add_leader_and_isr_requests(requests, is_new=False)
         results.update(failed)
         return results, [*retry, *unconfirmed]
 

@@ -221,6 +221,14 @@ class ReplicaStateMachine:
             # state; their effects (an ISR shrink) have records of their own.
             self._log.replica_transition(replica, current, state)
 
+    def _put_all(self, broker_id: int, partitions: Sequence[TopicPartition], state: ReplicaState) -> None:
+        """``_put`` for ``broker_id``'s replica of each partition, the states moved in one pass."""
+        record = self._log.replica_transition
+        before = self._ctx.move_replicas_of_broker(broker_id, partitions, state)
+        for tp, current in zip(partitions, before, strict=True):
+            if current is not state:
+                record(PartitionAndReplica(tp, broker_id), current, state)
+
     def _to_new(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
         for replica in replicas:
@@ -282,13 +290,19 @@ class ReplicaStateMachine:
         updated = self._remove_replicas_from_isr(broker_id, with_leadership)
         deleting = ctx.topics_to_be_deleted
         assignment_of = ctx.partition_full_replica_assignment
+        requests: list[LeaderAndIsrEntry] = []
+        others: dict[tuple[int, ...], tuple[int, ...]] = {}  # per replica list: the replicas but broker_id
         for tp, info in updated.items():
             if tp.topic not in deleting:
                 # Every other assigned replica learns the new ISR (not only the leader, §15.16).
                 assignment = assignment_of(tp)
-                recipients = [r for r in assignment.replicas if r != broker_id]
-                batch.add_leader_and_isr_request_for_brokers(recipients, tp, info, assignment, is_new=False)
-            self._put(PartitionAndReplica(tp, broker_id), _R.OFFLINE)
+                assigned = assignment.replicas
+                recipients = others.get(assigned)
+                if recipients is None:
+                    recipients = others[assigned] = tuple([r for r in assigned if r != broker_id])
+                requests.append((recipients, tp, info, assignment))
+        batch.add_leader_and_isr_requests(requests, is_new=False)
+        self._put_all(broker_id, list(updated), _R.OFFLINE)
 
         if without_leadership:
             registered = ctx.live_or_shutting_down_broker_ids

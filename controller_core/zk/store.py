@@ -743,12 +743,9 @@ class ZkStore:
         """``update_leader_and_isr`` as the multis come back: ``(tp, outcome)`` per partition in the
         order of ``states``, outcome as in ``ports.LeaderAndIsrWrite`` (None: BADVERSION, retry)."""
         items = list(states.items())
-        encode = codecs.encode_partition_state
+        encode = codecs.encode_leader_and_isr
         state_path = paths.partition_state_path
-        ops = [
-            _Op(_SET, state_path(tp), encode(LeaderIsrAndControllerEpoch(lai, controller_epoch)), lai.zk_version)
-            for tp, lai in items
-        ]
+        ops = [_Op(_SET, state_path(tp), encode(lai, controller_epoch), lai.zk_version) for tp, lai in items]
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
         for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version):
             tp, lai = items[i]
