@@ -624,9 +624,11 @@ def test_the_generator_is_deterministic_and_writes_the_loggers_record_shape(tmp_
     b = generate.generate(spec, tmp_path / "b", processes=1)
     assert a.records == b.records and abs(a.records - 3000) < 300
     assert generate.existing_summary(spec, tmp_path / "a") is not None
-    reference = StateChangeLogger(MemorySink(), 1, lambda: 1).election(
+    made = MemorySink()
+    StateChangeLogger(made, 1, lambda: 1).election(
         ORDERS_0, "offline", "OfflinePartition", "OnlinePartition", before=L(1, 0, 1), after=L(2, 1, 2)
     )
+    (reference,) = made.records
     partition_kinds = {"partition_transition", "replica_transition", "election", "isr_change", "failed_change"}
     seq = 0
     for day in ("2024-01-01", "2024-01-02"):

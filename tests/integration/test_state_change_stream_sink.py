@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -42,7 +42,7 @@ def _records(count: int) -> list[dict[str, Any]]:
 
 
 def _stream(client: redis.Redis) -> list[dict[str, Any]]:
-    entries = client.xrange(state_change_stream_key(CLUSTER))
+    entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(state_change_stream_key(CLUSTER)))
     assert all(set(fields) == {b"r"} for _, fields in entries)  # docs/contracts.md: one field, r
     return [orjson.loads(fields[b"r"]) for _, fields in entries]
 
