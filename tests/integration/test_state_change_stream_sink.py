@@ -90,3 +90,19 @@ def test_a_redis_that_refuses_scripts_gets_one_xadd_per_record(rds: redis.Redis,
     finally:
         limited.close()
         rds.acl_deluser(user)
+
+
+def test_a_script_that_fails_keeps_the_records_and_the_script(rds: redis.Redis) -> None:
+    """A stream key taken by another type (WRONGTYPE) fails the script as it would fail every XADD: the
+    records stay buffered, scripts stay on, and they are written once the key is free."""
+    key = state_change_stream_key(CLUSTER)
+    rds.set(key, "not a stream")
+    records = _records(10)
+    sink = RedisStreamSink(rds, CLUSTER)
+    for record in records:
+        sink.emit(record)
+    assert not sink.write_pending()
+    assert sink.scripting and sink.written == 0
+    rds.delete(key)
+    assert sink.write_pending()
+    assert _stream(rds) == _as_json(records)
