@@ -10,7 +10,9 @@ replica, state znodes written with ``ZkStore.create_partition_states``), B light
 (``python -m controller_core.broker.main --lightweight``: real agents, replication off, every control
 request answered), and two controller candidates, each its own process (``--serve-controller``, a
 ``ControllerRunner`` with auto rebalance off) so that RSS is the controller's alone. Each writes its
-JSON-lines state-change log into the benchmark's temporary directory, as a deployment does.
+JSON-lines state-change log into the benchmark's temporary directory and, unless
+``--no-redis-stream``, feeds the Redis state-change stream and status hash of a private Redis
+(``workers.controller_redis``), as a deployment does.
 
 Each run (the figures are the median of ``--runs``):
 
@@ -85,6 +87,10 @@ from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  #
 from scripts.devservices import temporary_services  # noqa: E402
 
 PER_TOPIC = 50
+QUIET_S = 0.5
+"""The window over which a controller process must stay (almost) idle before a scenario starts."""
+REDIS_CLUSTER = "bench"
+"""The cluster name of the benchmark's Redis keys (``kcp:bench:state-changes``, ...)."""
 REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_controller)
 # The agents' ZooKeeper sessions. Every broker failure and shutdown in the benchmark deletes the
 # agent's registration itself, so this never delays a measurement; at 6 s, agents at nice 19 starved
@@ -130,7 +136,13 @@ class _StdoutSink:
         return None
 
 
-def serve_controller(controller_id: int, connect: str, batched: bool, state_change_dir: Path | None = None) -> int:
+def serve_controller(
+    controller_id: int,
+    connect: str,
+    batched: bool,
+    state_change_dir: Path | None = None,
+    redis_url: str | None = None,
+) -> int:
     from controller_core.config import ControllerConfig
     from controller_core.runner import ControllerRunner
     from controller_core.signal_wait import wait_for
@@ -148,9 +160,18 @@ def serve_controller(controller_id: int, connect: str, batched: bool, state_chan
         # Kafka's 30 s default would drop and resend the first full requests at a million partitions.
         request_timeout_s=REQUEST_TIMEOUT_S,
     )
-    # The JSON-lines state-change log, as every deployment writes it (workers.controller_host): its
-    # records are built and encoded on the event thread, so the figures include them.
-    runner = ControllerRunner(config, log_dir=state_change_dir, extra_sinks=[sink])
+    # The JSON-lines state-change log and, with ``redis_url``, the Redis state-change stream and status
+    # hash, as every deployment has them (workers.controller_host): the records are built on the event
+    # thread and the stream's writer and the status publisher are threads of this process, so the
+    # figures include them.
+    plugs = None
+    extra: list[Any] = [sink]
+    if redis_url is not None:
+        from workers.controller_redis import ControllerRedisPlugs
+
+        plugs = ControllerRedisPlugs.connect(redis_url, REDIS_CLUSTER)
+        extra.extend(plugs.sinks)
+    runner = ControllerRunner(config, log_dir=state_change_dir, extra_sinks=extra)
     profile_dir = os.environ.get("BENCH_PROFILE_DIR")
     profiler = None
     if profile_dir:  # every thread, one profile (setprofile hands each new thread to the profiler)
@@ -161,11 +182,17 @@ def serve_controller(controller_id: int, connect: str, batched: bool, state_chan
         profiler.enable()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    runner.start()
+    controller = runner.start()
     assert runner.api is not None
+    if plugs is not None:
+        plugs.publish_status(controller_id, controller.status)
     sink.write({"kind": "api", "url": runner.api.url, "pid": os.getpid()})
     wait_for(stop)
+    if plugs is not None:
+        plugs.stop_status()
     runner.stop()
+    if plugs is not None:
+        plugs.close()  # after the runner: the resignation's records reach the stream
     if profiler is not None and profile_dir:
         profiler.disable()
         profiler.dump_stats(str(Path(profile_dir) / f"controller-{controller_id}-{os.getpid()}.prof"))
@@ -179,7 +206,12 @@ def serve_controller(controller_id: int, connect: str, batched: bool, state_chan
 # -- the orchestrator -----------------------------------------------------------------------------
 class ControllerProc:
     def __init__(
-        self, controller_id: int, connect: str, batched: bool = True, state_change_dir: Path | None = None
+        self,
+        controller_id: int,
+        connect: str,
+        batched: bool = True,
+        state_change_dir: Path | None = None,
+        redis_url: str | None = None,
     ) -> None:
         self.id = controller_id
         self.failovers: list[dict[str, Any]] = []
@@ -191,6 +223,7 @@ class ControllerProc:
                 *(PY, str(Path(__file__).resolve()), "--serve-controller", str(controller_id), "--zookeeper", connect),
                 *(() if batched else ("--unbatched",)),
                 *(() if state_change_dir is None else ("--state-change-dir", str(state_change_dir))),
+                *(() if redis_url is None else ("--redis-url", redis_url)),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -322,11 +355,19 @@ class CpuProbe:
 
 class Bench:
     def __init__(
-        self, connect: str, n: int, brokers: int, agent_nice: int = 0, state_change_dir: Path | None = None
+        self,
+        connect: str,
+        n: int,
+        brokers: int,
+        agent_nice: int = 0,
+        state_change_dir: Path | None = None,
+        redis_url: str | None = None,
     ) -> None:
         self.connect = connect
         self.state_change_dir = state_change_dir
         """Where the controllers write their JSON-lines state-change logs (one directory each)."""
+        self.redis_url = redis_url
+        """The Redis the controllers feed their state-change stream and status hash to (None: none)."""
         self.n = n
         self.brokers = brokers
         self.agent_nice = agent_nice
@@ -403,7 +444,7 @@ class Bench:
 
     def start_controller(self, controller_id: int) -> ControllerProc:
         logs = None if self.state_change_dir is None else self.state_change_dir / f"controller-{controller_id}"
-        c = ControllerProc(controller_id, self.connect, self.batched, logs)
+        c = ControllerProc(controller_id, self.connect, self.batched, logs, self.redis_url)
         self.controllers[controller_id] = c
         if not c.ready.wait(60):
             raise TimeoutError(f"controller {controller_id} did not start")
@@ -427,6 +468,22 @@ class Bench:
         pending = [self.client.exists_async(paths.partition_state_path(tp)) for tp in parts]
         stats = [p.get(timeout=60) for p in pending]
         return float(max(stat.mtime for stat in stats if stat is not None))
+
+    def quiesce(self, timeout: float = 120) -> None:
+        """Wait until every controller is done with what came before: the active one's event queue
+        empty, and no controller process using more than a tenth of a core over ``QUIET_S``. An event
+        goes on after what a figure times (a failover's state snapshot, the records built at its end)
+        and the Redis stream's writer sends them afterwards: the next scenario's clock must not include
+        that."""
+        self.idle(self.active(), timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            procs = [c for c in self.controllers.values() if c.proc.poll() is None]
+            before = [c.cpu_s() for c in procs]
+            time.sleep(QUIET_S)
+            if all(c.cpu_s() - b <= QUIET_S / 10 for c, b in zip(procs, before, strict=True)):
+                return
+        log("  WARNING: the controllers did not quiet down before the next scenario")
 
     def idle(self, c: ControllerProc, timeout: float = 300) -> None:
         assert c.url is not None
@@ -660,17 +717,20 @@ class Bench:
 def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: dict[str, int], prefix: str) -> None:
     """One round: failover, broker failure, controlled shutdown, restart, preferred election."""
     registrations = bench.registrations()
+    bench.quiesce()
     samples.setdefault(prefix + "failover_s", []).append(bench.failover())
     victim = 1 + (2 * r) % bench.brokers
+    bench.quiesce()
     s, led = bench.broker_failure(victim)
     samples.setdefault(prefix + "broker_failure_s", []).append(s)
     counts["broker_failure_leaders"] = led
-    bench.idle(bench.active())
+    bench.quiesce()
     shut = _shutdown_target(bench, victim)
     s, led = bench.controlled_shutdown(shut)
     samples.setdefault(prefix + "controlled_shutdown_s", []).append(s)
     counts["controlled_shutdown_leaders"] = led
     bench.restart_brokers([victim, shut])
+    bench.quiesce()
     s, moved = bench.preferred_election()
     samples.setdefault(prefix + "preferred_election_s", []).append(s)
     counts["preferred_election_moved"] = moved
@@ -682,6 +742,18 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
         # An agent at nice 19 starved past its session timeout: the controller then handled a broker
         # failure nobody asked for, inside one of the timed scenarios or between them.
         log(f"  WARNING: broker(s) {bounced} re-registered during this round (agent session expired)")
+
+
+def _stream_length(redis_url: str) -> int:
+    import redis
+
+    from workers.sinks import state_change_stream_key
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return int(client.xlen(state_change_stream_key(REDIS_CLUSTER)))
+    finally:
+        client.close()
 
 
 def _shutdown_target(bench: Bench, victim: int) -> int:
@@ -698,7 +770,9 @@ def _shutdown_target(bench: Bench, victim: int) -> int:
     return min(candidates, key=lambda b: (abs(per_broker[b] - target), b))
 
 
-def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: int = 0) -> dict[str, Any]:
+def run(
+    n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: int = 0, redis_stream: bool = True
+) -> dict[str, Any]:
     wall = time.perf_counter()
     # ZooKeeper keeps every znode on its heap: ~5 KB per partition with its topic and watches (512 MB
     # is plenty at 100,000; a million partitions need several GB).
@@ -713,7 +787,15 @@ def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: in
         admin.ensure_path("/bench")
         admin.stop()
         admin.close()
-        bench = Bench(root + "/bench", n, brokers, agent_nice, state_change_dir=Path(tmp) / "state-change-log")
+        redis_url = services.redis.url if redis_stream else None
+        bench = Bench(
+            root + "/bench",
+            n,
+            brokers,
+            agent_nice,
+            state_change_dir=Path(tmp) / "state-change-log",
+            redis_url=redis_url,
+        )
         try:
             log(f"creating {n:,} partitions ({n // PER_TOPIC} topics x {PER_TOPIC}, RF 3, {brokers} brokers) ...")
             started = time.perf_counter()
@@ -748,6 +830,9 @@ def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: in
             events_per_s = status["events_processed"] / (busy_ms / 1000) if busy_ms else 0.0
             for c in list(bench.controllers.values()):
                 bench.rss.append(c.stop())
+            if redis_url is not None:
+                stream_entries = _stream_length(redis_url)
+                log(f"the controllers' Redis state-change stream holds {stream_entries:,} entries")
             writes = counts.get("broker_failure_leaders", n // brokers)
             log(f"ZooKeeper floor: {n:,} reads, {writes:,} fenced writes ({runs} runs) ...")
             for _ in range(runs):
@@ -772,6 +857,7 @@ def run(n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: in
     report["controller_busy_s"] = round(busy_ms / 1000, 3)
     report["brokers_kind"] = "lightweight broker agents (controller_core.broker.main --lightweight)"
     report["agent_nice"] = agent_nice
+    report["redis_stream"] = redis_stream
     report["machine"] = f"{os.cpu_count()} CPUs, {os.uname().sysname} {os.uname().release}"
     report["wall_s"] = round(time.perf_counter() - wall, 1)
     return report
@@ -815,7 +901,8 @@ def render(report: Mapping[str, Any]) -> str:
         f"{'preferred_election_moved':<34}{report.get('preferred_election_moved', 0):>10,}",
         f"{'controller_peak_rss_mb':<34}{report['controller_peak_rss_mb']:>10.1f}",
         f"{'events_per_s_busy':<34}{report['events_per_s_busy']:>10.1f}",
-        f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}, nice {report['agent_nice']}",
+        f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}, nice {report['agent_nice']}; "
+        f"controllers feed the Redis state-change stream: {'yes' if report.get('redis_stream') else 'no'}",
     ]
     return "\n".join(lines)
 
@@ -840,13 +927,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=19,
         help="niceness of the broker agents (default 19: they stand in for other machines; 0: compete as equals)",
     )
+    parser.add_argument(
+        "--no-redis-stream",
+        action="store_true",
+        help="controllers without the Redis state-change stream and status hash every deployment feeds",
+    )
     parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--unbatched", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-change-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_controller is not None:
-        return serve_controller(args.serve_controller, args.zookeeper, not args.unbatched, args.state_change_dir)
+        return serve_controller(
+            args.serve_controller, args.zookeeper, not args.unbatched, args.state_change_dir, args.redis_url
+        )
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so that agents, controllers and ZooKeeper stop
@@ -862,7 +957,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--unbatched-runs must be >= 0")
     if not 0 <= args.agent_nice <= 19:
         parser.error("--agent-nice must be 0 to 19")
-    report = run(n, args.brokers, runs, unbatched_runs, args.agent_nice)
+    report = run(n, args.brokers, runs, unbatched_runs, args.agent_nice, not args.no_redis_stream)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
