@@ -291,10 +291,7 @@ class StateChangeLogger:
         # This runs for every partition a batch touches (50,000 times in a controlled shutdown at
         # 100,000 partitions): it stamps the record (time, sequence, the event's header) and keeps
         # the rest as it came; ``_build_partition_record`` makes the dict, now or when deferred.
-        epoch = self._epoch_source()
-        if epoch != self._seq_epoch:
-            self._seq_epoch = epoch
-            self._seq = 0
+        epoch, seq = self._next_seq()
         template = self._template
         if template is None or template["controller_epoch"] != epoch:
             template = self._template = _EMPTY_PARTITION_RECORD.copy()
@@ -302,11 +299,10 @@ class StateChangeLogger:
             template["controller_epoch"] = epoch
             template["event_id"] = self._event_id
             template["cause"] = self._cause
-        self._seq += 1
         entry = (
             template,
             self._clock() * 1000.0,
-            self._seq,
+            seq,
             kind,
             tp,
             replica,
@@ -506,16 +502,22 @@ class LoggingSink:
         return None
 
 
-def _encode_line(record: Mapping[str, Any]) -> bytes:
-    """One record as a line of compact UTF-8 JSON (enums by value, anything else unknown by ``str``).
+def encode_record(record: Any, option: int = 0) -> bytes:
+    """A record (or any value) as compact UTF-8 JSON: enums by value, int keys as strings, anything
+    else unknown by ``str``. Every sink that serializes records uses this.
 
     Most records hold only what orjson encodes natively; the options that also take int keys (the
     ``request_batch`` counts) and unknown types cost ~0.3 us more per record, so they are the
     fallback, not the rule (a 100,000-partition broker failure writes ~60,000 records)."""
     try:
-        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        return orjson.dumps(record, option=option)
     except TypeError:  # orjson.JSONEncodeError: an int key or a type without a native encoding
-        return orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        return orjson.dumps(record, default=str, option=option | orjson.OPT_NON_STR_KEYS)
+
+
+def _encode_line(record: Mapping[str, Any]) -> bytes:
+    """One record as a line of the daily file."""
+    return encode_record(record, orjson.OPT_APPEND_NEWLINE)
 
 
 _FILE_BUFFER_BYTES = 1 << 20

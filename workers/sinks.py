@@ -25,19 +25,11 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-import orjson
 import redis
 
+from controller_core.state_change_log import encode_record
+
 logger = logging.getLogger(__name__)
-
-
-def _dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON (orjson: this runs on the controller's process for every state change);
-    native types first, the options for int keys and unknown types only when needed (they cost more)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
 _XADD_CHUNK_SCRIPT = """
@@ -140,7 +132,7 @@ class RedisStreamSink:
     def _append(self, batch: list[Mapping[str, Any]]) -> None:
         """XADD every record of ``batch`` in order: one script call (all of them or, if the connection
         fails before it runs, none), or where scripts are refused one pipelined command a record."""
-        payloads = [_dumps(record) for record in batch]
+        payloads = [encode_record(record) for record in batch]
         if self.scripting:
             try:
                 self._append_chunk(keys=[self._key], args=[self._maxlen, *payloads])
@@ -198,7 +190,8 @@ class ControllerStatusPublisher:
 
     def publish_once(self) -> None:
         fields: dict[str, str] = {
-            k: (str(v) if isinstance(v, str | int | float) else _dumps(v).decode()) for k, v in self._snapshot().items()
+            k: (str(v) if isinstance(v, str | int | float) else encode_record(v).decode())
+            for k, v in self._snapshot().items()
         }
         fields["updated_at"] = str(int(time.time() * 1000))
         pipe = self._client.pipeline(transaction=True)
