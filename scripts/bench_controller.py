@@ -23,7 +23,8 @@ Each run (the figures are the median of ``--runs``):
   the standby.
 * ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when
   every partition it led has a new leader in ZooKeeper (the latest modification time of their state
-  znodes, once a poll has seen them all moved) **and** the controller has sent those elections'
+  znodes, read once the controller's record below has come and every one is seen moved; nothing polls
+  ZooKeeper while the controller works) **and** the controller has sent those elections'
   LeaderAndIsr to the brokers' senders (the wall-clock time of its ``request_batch`` record, forwarded
   on stdout), whichever is later. The controller sends them right after the elections, before the dead
   broker's ISR shrinks.
