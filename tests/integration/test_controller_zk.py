@@ -314,6 +314,35 @@ def test_new_leaders_hear_of_a_broker_failure_before_the_isr_shrinks(
     assert elected < shrink, log.steps
 
 
+def test_a_dead_brokers_replicas_are_listed_after_its_partitions_new_leaders_are_sent(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    """Listing every replica of the dead broker (30,000 for one broker of a 100,000-partition cluster)
+    is not in the way of its leaderless partitions: the elections need only the leader index."""
+    for b in (1, 2, 3):
+        brokers.start(b)
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    runner = candidates.start(100)
+    wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover")
+    log = HandOverLog(runner)
+    assert runner.controller is not None
+    ctx = runner.controller.ctx
+    replicas_on_brokers = ctx.replicas_on_brokers
+
+    def recording_replicas_on_brokers(broker_ids: Any) -> Any:
+        broker_ids = list(broker_ids)
+        log.steps.append(("replicas_listed", 0, broker_ids))
+        return replicas_on_brokers(broker_ids)
+
+    ctx.replicas_on_brokers = recording_replicas_on_brokers  # type: ignore[method-assign]
+    brokers.kill(1)
+    wait_for(lambda: state(zk, "orders", 1)[2] == [2, 3], what="orders-1 ISR shrinks")
+    elected = log.first(lambda s: s[0] == "LeaderAndIsrRequest" and s[2].get(("orders", 0)) == 2)
+    listed = log.first(lambda s: s[0] == "replicas_listed" and s[2] == [1])
+    shrink = log.first(lambda s: s[0] == "isr_removal" and s[1] == 1)
+    assert elected < listed < shrink, log.steps
+
+
 def test_new_leaders_hear_of_a_controlled_shutdown_before_the_isr_shrinks(
     zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
 ) -> None:
