@@ -433,6 +433,42 @@ class ControllerContext:
             assignment = self.partition_full_replica_assignment(tp)
             self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(assignment, previous)
 
+    def put_partition_leadership_infos(
+        self, infos: Iterable[tuple[TopicPartition, LeaderIsrAndControllerEpoch]]
+    ) -> None:
+        """``put_partition_leadership_info`` for many partitions in one pass (an election batch's results)."""
+        leadership = self._leadership
+        by_leader = self._by_leader
+        deleting = self._topics_to_be_deleted
+        assignments = self._assignments
+        imbalance = 0
+        for tp, info in infos:
+            previous = leadership.get(tp)
+            leadership[tp] = info
+            new_leader = info.leader_and_isr.leader
+            moved = True
+            if previous is not None:
+                old_leader = previous.leader_and_isr.leader
+                if old_leader == new_leader:
+                    moved = False
+                else:
+                    led = by_leader.get(old_leader)
+                    if led is not None:
+                        led.discard(tp)
+                        if not led:
+                            del by_leader[old_leader]
+            if moved:
+                led = by_leader.get(new_leader)
+                if led is None:
+                    by_leader[new_leader] = {tp}
+                else:
+                    led.add(tp)
+            if tp.topic not in deleting:
+                topic_map = assignments.get(tp.topic)
+                assignment = None if topic_map is None else topic_map.get(tp)
+                imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
+        self._preferred_replica_imbalance_count += imbalance
+
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         """``put_partition_leadership_info`` for many partitions; one pass when the cache is empty (failover)."""
         if self._leadership:
@@ -563,6 +599,44 @@ class ControllerContext:
                 by_state[state].add(tp)
                 if state is offline and tp.topic not in started:
                     self._offline_partition_count += 1
+
+    def move_partitions_to_state(
+        self, partitions: Iterable[TopicPartition], state: PartitionState
+    ) -> list[PartitionState | None]:
+        """``put_partition_state(tp, state)`` for each partition in one pass; returns the state each had
+        before (None: none), in order. A broker failure moves 10,000 partitions to Offline, then back."""
+        states = self._partition_states
+        by_state = self._partitions_by_state
+        started = self._topics_with_deletion_started
+        online, offline = PartitionState.ONLINE, PartitionState.OFFLINE
+        entered = None if state is online else by_state[state]
+        offline_delta = 0
+        previous: list[PartitionState | None] = []
+        append = previous.append
+        for tp in partitions:
+            current = states.get(tp)
+            states[tp] = state
+            append(current)
+            if current is state:
+                continue
+            if current is not None and current is not online:
+                by_state[current].discard(tp)
+            if entered is not None:
+                entered.add(tp)
+            # A missing state counts as NonExistent, so entering Offline from nothing is +1.
+            if state is offline:
+                if tp.topic not in started:
+                    offline_delta += 1
+            elif current is offline and tp.topic not in started:
+                offline_delta -= 1
+        self._offline_partition_count += offline_delta
+        return previous
+
+    def put_missing_partition_states(self, partitions: Iterable[TopicPartition], state: PartitionState) -> None:
+        """``put_partition_state_if_not_exists`` for many partitions (usually all have a state already)."""
+        states = self._partition_states
+        for tp in [tp for tp in partitions if tp not in states]:
+            self.put_partition_state(tp, state)
 
     def put_partition_state_if_not_exists(self, tp: TopicPartition, state: PartitionState) -> None:
         if tp not in self._partition_states:

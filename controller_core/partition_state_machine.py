@@ -188,17 +188,19 @@ class PartitionStateMachine:
         strategy: ElectionStrategy | None,
     ) -> ElectionResults:
         ctx = self._ctx
-        for tp in partitions:
-            ctx.put_partition_state_if_not_exists(tp, _P.NON_EXISTENT)
+        ctx.put_missing_partition_states(partitions, _P.NON_EXISTENT)
         valid, invalid = ctx.check_valid_partition_state_change(partitions, target)
         if invalid:
             self._log_invalid(invalid, target)
         if target is _P.OFFLINE:
-            # The record keeps the leader the partition loses (the broker whose loss caused it).
+            # One pass over the context for all of them (a broker failure: 10,000), then the records,
+            # which keep the leader each partition loses (the broker whose loss caused it).
             leadership = ctx.partitions_leadership_info
-            for tp in valid:
-                info = leadership.get(tp)
-                self._put(tp, target, before=None if info is None else info.leader_and_isr)
+            record = self._log.partition_transition
+            for tp, current in zip(valid, ctx.move_partitions_to_state(valid, target), strict=True):
+                if current is not target:  # Offline -> Offline changes nothing worth a record
+                    info = leadership.get(tp)
+                    record(tp, current, target, None, before=None if info is None else info.leader_and_isr)
             return {}
         if target is not _P.ONLINE:
             for tp in valid:
@@ -216,10 +218,8 @@ class PartitionStateMachine:
         if strategy is None:
             raise ValueError("Election strategy is a required field when the target state is OnlinePartition")
         results = self._elect_leader_for_partitions(to_elect, strategy)
-        for tp, outcome in results.items():
-            if not isinstance(outcome, Exception):
-                # The election record already carries this transition.
-                ctx.put_partition_state(tp, _P.ONLINE)
+        # The election record already carries this transition.
+        ctx.move_partitions_to_state([tp for tp, o in results.items() if not isinstance(o, Exception)], _P.ONLINE)
         return results
 
     def _put(
@@ -367,8 +367,8 @@ class PartitionStateMachine:
         retry: list[TopicPartition] = []
         before = dict(candidates)
         requests: list[LeaderAndIsrEntry] = []
+        written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
         epoch = ctx.epoch
-        put_leadership = ctx.put_partition_leadership_info
         assignment_of = ctx.partition_full_replica_assignment
         state_of = ctx.partition_state
         record = self._log.election
@@ -383,12 +383,13 @@ class PartitionStateMachine:
                     results[tp] = result
                     continue
                 info = LeaderIsrAndControllerEpoch(result, epoch)
-                put_leadership(tp, info)
+                written.append((tp, info))
                 outcome = outcomes[tp]
                 requests.append((outcome.recipients, tp, info, assignment_of(tp)))
                 record(tp, name, state_of(tp), _P.ONLINE, before=before[tp], after=result, unclean=outcome.unclean)
                 results[tp] = result
-        finally:  # what was written is requested even when a later multi fails
+        finally:  # what was written is cached and requested even when a later multi fails
+            ctx.put_partition_leadership_infos(written)
             self._batch.add_leader_and_isr_requests(requests, is_new=False)
         results.update(failed)
         return results, [*retry, *unconfirmed]

@@ -346,6 +346,56 @@ def test_incremental_gauges_match_a_full_recount(seed: int) -> None:
         assert ctx2.offline_partition_count == _recount_offline(ctx2, set())
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_bulk_state_and_leadership_updates_equal_the_single_ones(seed: int) -> None:
+    """The batch paths (``move_partitions_to_state``, ``put_missing_partition_states``,
+    ``put_partition_leadership_infos``) leave the maps, indexes and gauges exactly as the per-partition
+    methods do, and report the states they replaced."""
+    rng = random.Random(seed)
+    topics = [f"t{i}" for i in range(4)]
+    tps = [TopicPartition(t, p) for t in topics for p in range(8)]
+    assignments = {tp: ReplicaAssignment.of(rng.sample(range(1, 6), 3)) for tp in tps}
+    single, bulk = ControllerContext(1), ControllerContext(1)
+    for c in (single, bulk):
+        c.set_live_brokers([broker(b) for b in range(1, 6)])
+        c.add_topics(topics)
+        for tp, assignment in assignments.items():
+            c.update_partition_full_replica_assignment(tp, assignment)
+        c.begin_topic_deletion(["t3"])  # the offline gauge ignores it
+        c.queue_topic_deletion(["t2"])  # the imbalance gauge ignores it
+    for _ in range(300):
+        batch = rng.sample(tps, rng.randint(0, len(tps)))
+        op = rng.random()
+        if op < 0.4:
+            state = rng.choice(list(P))
+            before = [single.partition_state(tp) for tp in batch]
+            for tp in batch:
+                single.put_partition_state(tp, state)
+            assert bulk.move_partitions_to_state(batch, state) == before
+        elif op < 0.5:
+            for tp in batch:
+                single.put_partition_state_if_not_exists(tp, P.NON_EXISTENT)
+            bulk.put_missing_partition_states(batch, P.NON_EXISTENT)
+        else:
+            infos = []
+            for tp in batch:
+                isr = tuple(rng.sample(range(1, 6), rng.randint(1, 3)))
+                infos.append((tp, info(rng.choice([*isr, -1]), isr)))
+            for tp, leadership in infos:
+                single.put_partition_leadership_info(tp, leadership)
+            bulk.put_partition_leadership_infos(infos)
+        assert dict(bulk.partition_states) == dict(single.partition_states)
+        for state in P:
+            assert bulk.partitions_in_state(state) == single.partitions_in_state(state)
+        assert bulk.offline_partition_count == single.offline_partition_count
+        assert dict(bulk.partitions_leadership_info) == dict(single.partitions_leadership_info)
+        assert bulk.preferred_replica_imbalance_count == single.preferred_replica_imbalance_count
+        assert bulk.preferred_replica_imbalance_count == _recount_imbalance(bulk)
+        assert bulk._by_leader == single._by_leader  # the leader index, empty sets dropped alike
+        for b in range(1, 6):
+            assert bulk.partition_leaders_on_broker(b) == single.partition_leaders_on_broker(b)
+
+
 # --- replica states ----------------------------------------------------------------------------------------
 
 
