@@ -397,18 +397,24 @@ class ReplicaStateMachine:
             finished[tp] = info
         retry: list[TopicPartition] = unconfirmed
         if adjusted:
-            # Each result is used as its multi comes back, while ZooKeeper applies the next ones.
-            for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
-                if outcome is None:
-                    retry.append(tp)
-                elif isinstance(outcome, Exception):
-                    finished[tp] = outcome
-                else:
-                    before = reads[tp].state
-                    self._log.isr_change(tp, None if before is None else before.leader_and_isr, outcome, broker_id)
-                    info = LeaderIsrAndControllerEpoch(outcome, epoch)
-                    ctx.put_partition_leadership_info(tp, info)
-                    finished[tp] = info
+            # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
+            # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
+            written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
+            record = self._log.isr_change
+            try:
+                for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
+                    if outcome is None:
+                        retry.append(tp)
+                    elif isinstance(outcome, Exception):
+                        finished[tp] = outcome
+                    else:
+                        before = reads[tp].state
+                        record(tp, None if before is None else before.leader_and_isr, outcome, broker_id)
+                        info = LeaderIsrAndControllerEpoch(outcome, epoch)
+                        written.append((tp, info))
+                        finished[tp] = info
+            finally:
+                ctx.put_partition_leadership_infos(written)
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------
