@@ -267,11 +267,7 @@ class ControllerProc:
 
     def cpu_s(self) -> float:
         """CPU seconds the controller process has used so far (every thread: user + system)."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _process_cpu_s(self.proc.pid)
 
     def stop(self) -> float:
         rss = self.peak_rss_mb()
@@ -307,6 +303,15 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str, interval: float =
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU seconds a process has used so far (every thread: user + system); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuProbe:
@@ -363,8 +368,11 @@ class Bench:
         agent_nice: int = 0,
         state_change_dir: Path | None = None,
         redis_url: str | None = None,
+        zookeeper_pid: int | None = None,
     ) -> None:
         self.connect = connect
+        self.zookeeper_pid = zookeeper_pid
+        """The private ZooKeeper server's process, which ``quiesce`` also waits for (None: not known)."""
         self.state_change_dir = state_change_dir
         """Where the controllers write their JSON-lines state-change logs (one directory each)."""
         self.redis_url = redis_url
@@ -471,20 +479,28 @@ class Bench:
         return float(max(stat.mtime for stat in stats if stat is not None))
 
     def quiesce(self, timeout: float = 120) -> None:
-        """Wait until every controller is done with what came before: the active one's event queue
-        empty, and no controller process using more than a tenth of a core over ``QUIET_S``. An event
-        goes on after what a figure times (a failover's state snapshot, the records built at its end)
-        and the Redis stream's writer sends them afterwards: the next scenario's clock must not include
-        that."""
+        """Wait until the controllers and ZooKeeper are done with what came before: the active
+        controller's event queue empty, and no controller process nor the ZooKeeper server using more
+        than a tenth of a core over ``QUIET_S``. An event goes on after what a figure times (a
+        failover's state snapshot, the records built at its end), the Redis stream's writer sends them
+        afterwards, and ZooKeeper snapshots its data tree every 100,000 to 200,000 writes (a round of
+        scenarios makes ~130,000) on the same two cores: the next scenario's clock must not include
+        that, nor must its figure be set against a floor measured on a quiet ZooKeeper."""
         self.idle(self.active(), timeout)
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while time.monotonic() < deadline:
-            procs = [c for c in self.controllers.values() if c.proc.poll() is None]
-            before = [c.cpu_s() for c in procs]
+            pids = [c.proc.pid for c in self.controllers.values() if c.proc.poll() is None]
+            if self.zookeeper_pid is not None:
+                pids.append(self.zookeeper_pid)
+            before = [_process_cpu_s(pid) for pid in pids]
             time.sleep(QUIET_S)
-            if all(c.cpu_s() - b <= QUIET_S / 10 for c, b in zip(procs, before, strict=True)):
+            if all(_process_cpu_s(pid) - b <= QUIET_S / 10 for pid, b in zip(pids, before, strict=True)):
+                waited = time.monotonic() - started
+                if waited > 2 * QUIET_S:
+                    log(f"  (waited {waited:.1f} s for the controllers and ZooKeeper to quiet down)")
                 return
-        log("  WARNING: the controllers did not quiet down before the next scenario")
+        log("  WARNING: the controllers or ZooKeeper did not quiet down before the next scenario")
 
     def idle(self, c: ControllerProc, timeout: float = 300) -> None:
         assert c.url is not None
@@ -797,6 +813,7 @@ def run(
             agent_nice,
             state_change_dir=Path(tmp) / "state-change-log",
             redis_url=redis_url,
+            zookeeper_pid=None if services.zookeeper.process is None else services.zookeeper.process.pid,
         )
         try:
             log(f"creating {n:,} partitions ({n // PER_TOPIC} topics x {PER_TOPIC}, RF 3, {brokers} brokers) ...")
