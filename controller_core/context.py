@@ -472,8 +472,7 @@ class ControllerContext:
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         """``put_partition_leadership_info`` for many partitions; one pass when the cache is empty (failover)."""
         if self._leadership:
-            for tp, info in infos.items():
-                self.put_partition_leadership_info(tp, info)
+            self.put_partition_leadership_infos(infos.items())
             return
         self._leadership.update(infos)
         by_leader = self._by_leader
