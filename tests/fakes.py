@@ -365,11 +365,13 @@ def make_harness(
     epoch_zk_version: int = 5,
     auto_respond: bool = False,
     decide_from_cache: bool = False,
+    defer_records: int = 0,
 ) -> Harness:
     """A harness whose controller holds ``epoch`` with fencing version ``epoch_zk_version``.
 
     The state machines read before they write, as Kafka does, unless ``decide_from_cache`` (the
-    controller's default, tested on its own) is set.
+    controller's default, tested on its own) is set. ``defer_records`` is the logger's ``defer``
+    (the controller's: ``DEFERRED_RECORDS``; records are then built on ``log.flush()``).
     """
     ctx = ControllerContext(controller_id)
     ctx.epoch = epoch
@@ -379,7 +381,7 @@ def make_harness(
     transport = RecordingTransport(auto_respond=auto_respond)
     sink = MemorySink()
     now = [1_700_000_000.0]
-    log = StateChangeLogger(sink, controller_id, lambda: ctx.epoch, clock=lambda: now[0])
+    log = StateChangeLogger(sink, controller_id, lambda: ctx.epoch, clock=lambda: now[0], defer=defer_records)
     partition_batch = ControllerBrokerRequestBatch(ctx, transport, log)
     replica_batch = ControllerBrokerRequestBatch(ctx, transport, log)
     return Harness(
