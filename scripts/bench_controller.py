@@ -483,10 +483,10 @@ class Bench:
         controller's event queue empty, and no controller process nor the ZooKeeper server using more
         than a tenth of a core over ``QUIET_S``. An event goes on after what a figure times (a
         failover's state snapshot, the records built at its end), the Redis stream's writer sends them
-        afterwards, and ZooKeeper goes on working after some scenarios (1 to 6.5 s at 100,000
-        partitions; it also snapshots its data tree every 100,000 to 200,000 writes) on the same two
-        cores: the next scenario's clock must not include that, nor be set against a floor measured
-        on a quiet ZooKeeper."""
+        afterwards, and ZooKeeper works on the same two cores (it also snapshots its data tree every
+        100,000 to 200,000 writes): the next scenario's clock must not include that, nor be set against
+        a floor measured on a quiet ZooKeeper. At 100,000 partitions the wait is 1 to 6.5 s after some
+        scenarios (printed when over a second)."""
         self.idle(self.active(), timeout)
         started = time.monotonic()
         deadline = started + timeout
