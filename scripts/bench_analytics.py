@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from pyspark.sql import functions as F  # noqa: E402 - after the path set-up above
 
+from scripts.devservices import process_cpu_seconds  # noqa: E402
 from workers.analytics import records as R  # noqa: E402
 from workers.analytics.generate import HistorySpec, existing_summary, generate  # noqa: E402
 from workers.analytics.job import JobConfig, build_spark, run  # noqa: E402
@@ -61,17 +62,12 @@ def jvm_cpu_seconds() -> float | None:
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return None
-    tick = os.sysconf("SC_CLK_TCK")
     pids = [proc.pid]
     try:
         pids += [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
-        total = 0
-        for pid in pids:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+        return sum(process_cpu_seconds(pid) for pid in pids)
     except (OSError, ValueError, IndexError):
         return None
-    return total / tick
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,11 +85,12 @@ from controller_core.protocol import AlterIsrPartition, AlterIsrRequest, gc_paus
 from controller_core.zk import codecs, paths  # noqa: E402
 from controller_core.zk.store import ZkStore  # noqa: E402
 from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  # noqa: E402
-from scripts.devservices import temporary_services  # noqa: E402
+from scripts.devservices import process_cpu_seconds, temporary_services  # noqa: E402
 
 PER_TOPIC = 50
 QUIET_S = 0.5
-"""The window over which a controller process must stay (almost) idle before a scenario starts."""
+"""The window over which each controller process and ZooKeeper must stay (almost) idle before a
+scenario starts (``Bench.quiesce``)."""
 REDIS_CLUSTER = "bench"
 """The cluster name of the benchmark's Redis keys (``kcp:bench:state-changes``, ...)."""
 REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_controller)
@@ -308,10 +309,9 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str, interval: float =
 def _process_cpu_s(pid: int) -> float:
     """CPU seconds a process has used so far (every thread: user + system); 0 once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return process_cpu_seconds(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuProbe:

@@ -43,7 +43,7 @@ if str(REPO) not in sys.path:
 from kazoo.client import KazooClient  # noqa: E402
 
 from controller_core.model import TopicPartition  # noqa: E402
-from scripts.devservices import ServiceSet, free_port, port_open  # noqa: E402
+from scripts.devservices import ServiceSet, free_port, port_open, process_cpu_seconds  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -197,12 +197,6 @@ def latencies(
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux ``/proc``): the mirror's work, whatever the box's load."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -342,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             page.evaluate("window.__kcpTrace.length = 0; window.__longtasks && (window.__longtasks.length = 0)")
 
             phase_start = time.time() * 1000.0
-            mirror_cpu = cpu_seconds(procs[1].pid)
+            mirror_cpu = process_cpu_seconds(procs[1].pid)
             load_before = os.getloadavg()[0]
             writer.deregister_broker(1)
             down = {tp: (-1, 1, [1]) for tp in failing}
@@ -370,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 len(failing),
             )
             page.wait_for_function("() => (window.KcpLive.counts['p:OfflinePartition'] || 0) === 0", timeout=120_000)
-            mirror_cpu = cpu_seconds(procs[1].pid) - mirror_cpu
+            mirror_cpu = process_cpu_seconds(procs[1].pid) - mirror_cpu
             load_after = os.getloadavg()[0]
             time.sleep(1.0)
             trace = page.evaluate("window.__kcpTrace")

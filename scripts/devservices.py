@@ -79,6 +79,15 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
         return ""
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds a process has used so far, every thread, user + system (Linux ``/proc``).
+
+    Raises ``OSError`` when the process is gone (or there is no procfs); the benchmarks decide what
+    that means for their figure."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
