@@ -479,14 +479,16 @@ class Bench:
         return float(max(stat.mtime for stat in stats if stat is not None))
 
     def quiesce(self, timeout: float = 120) -> None:
-        """Wait until the controllers and ZooKeeper are done with what came before: the active
-        controller's event queue empty, and no controller process nor the ZooKeeper server using more
-        than a tenth of a core over ``QUIET_S``. An event goes on after what a figure times (a
-        failover's state snapshot, the records built at its end), the Redis stream's writer sends them
-        afterwards, and ZooKeeper works on the same two cores (it also snapshots its data tree every
-        100,000 to 200,000 writes): the next scenario's clock must not include that, nor be set against
-        a floor measured on a quiet ZooKeeper. At 100,000 partitions the wait is 1 to 6.5 s after some
-        scenarios (printed when over a second)."""
+        """Wait until the controllers, ZooKeeper and the broker agents are done with what came before:
+        the active controller's event queue empty, and no controller process, ZooKeeper server or agent
+        using more than a tenth of a core over ``QUIET_S``. An event goes on after what a figure times
+        (a failover's state snapshot, the records built at its end), the Redis stream's writer sends
+        them afterwards, ZooKeeper works on the same two cores (it also snapshots its data tree every
+        100,000 to 200,000 writes), and the agents, which stand in for other machines, are still
+        decoding the last scenario's LeaderAndIsr and UpdateMetadata for seconds (at nice 19 they
+        still took 0.4 CPU-s of a 0.42 s broker failure): the next scenario's clock must not include
+        that, nor be set against a floor measured on a quiet ZooKeeper. At 100,000 partitions the wait
+        is 1 to 6.5 s after some scenarios (printed when over a second)."""
         self.idle(self.active(), timeout)
         started = time.monotonic()
         deadline = started + timeout
@@ -494,14 +496,15 @@ class Bench:
             pids = [c.proc.pid for c in self.controllers.values() if c.proc.poll() is None]
             if self.zookeeper_pid is not None:
                 pids.append(self.zookeeper_pid)
+            pids.extend(agent.pid for agent in self.agents.values() if agent.poll() is None)
             before = [_process_cpu_s(pid) for pid in pids]
             time.sleep(QUIET_S)
             if all(_process_cpu_s(pid) - b <= QUIET_S / 10 for pid, b in zip(pids, before, strict=True)):
                 waited = time.monotonic() - started
                 if waited > 2 * QUIET_S:
-                    log(f"  (waited {waited:.1f} s for the controllers and ZooKeeper to quiet down)")
+                    log(f"  (waited {waited:.1f} s for the controllers, ZooKeeper and the agents to quiet down)")
                 return
-        log("  WARNING: the controllers or ZooKeeper did not quiet down before the next scenario")
+        log("  WARNING: the controllers, ZooKeeper or the agents did not quiet down before the next scenario")
 
     def idle(self, c: ControllerProc, timeout: float = 300) -> None:
         assert c.url is not None
