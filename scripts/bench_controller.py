@@ -89,8 +89,8 @@ from scripts.devservices import process_cpu_seconds, temporary_services  # noqa:
 
 PER_TOPIC = 50
 QUIET_S = 0.5
-"""The window over which each controller process and ZooKeeper must stay (almost) idle before a
-scenario starts (``Bench.quiesce``)."""
+"""The window over which each controller process, ZooKeeper and every broker agent must stay (almost)
+idle before a scenario starts (``Bench.quiesce``)."""
 REDIS_CLUSTER = "bench"
 """The cluster name of the benchmark's Redis keys (``kcp:bench:state-changes``, ...)."""
 REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_controller)
@@ -488,7 +488,7 @@ class Bench:
         decoding the last scenario's LeaderAndIsr and UpdateMetadata for seconds (at nice 19 they
         still took 0.4 CPU-s of a 0.42 s broker failure): the next scenario's clock must not include
         that, nor be set against a floor measured on a quiet ZooKeeper. At 100,000 partitions the wait
-        is 1 to 6.5 s after some scenarios (printed when over a second)."""
+        is 1.5 to 6 s before most scenarios (printed when over a second)."""
         self.idle(self.active(), timeout)
         started = time.monotonic()
         deadline = started + timeout
