@@ -56,6 +56,7 @@ from controller_core.model import (  # noqa: E402
 )
 from controller_core.partition_state_machine import PartitionStateMachine  # noqa: E402
 from controller_core.ports import ZkCode  # noqa: E402
+from controller_core.protocol import gc_paused  # noqa: E402
 from controller_core.state_change_log import DEFERRED_RECORDS  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from controller_core.zk.store import ControllerEpoch, ZkStore  # noqa: E402
@@ -180,11 +181,8 @@ class ZooKeeperRounds:
         ctx = self.harness.ctx
         states = {tp: _cached(ctx.partition_leadership_info(tp)).new_epoch() for tp in partitions}
         gc.collect()
-        gc.disable()
-        try:
+        with gc_paused():  # as bench_controller's floors
             return self.write(states)
-        finally:
-            gc.enable()
 
     def close(self) -> None:
         self.client.stop()
