@@ -12,7 +12,7 @@ was applied and whose reply is then dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import pytest
@@ -92,7 +92,7 @@ class RealBackend:
         self.real = ZkStore(zk, max_ops_per_multi=1, max_in_flight=1)
         self.real.ensure_persistent_paths()
         assert tuple(self.real.register_controller_and_increment_epoch(1)) == (EPOCH, VERSION)
-        self.store = self.real
+        self.store: PartitionStateStore = self.real
         self._elect_after: int | None = None
         self._expire_after: int | None = None
         self._in_flight = 0
@@ -100,7 +100,7 @@ class RealBackend:
         self._applied: dict[bytes, bool] = {}
         commit = self.real._commit
 
-        def faulty_commit(encoded: list[bytes], indices: list[int], expected: int) -> Any:
+        def faulty_commit(encoded: Sequence[bytes], indices: Sequence[int], expected: int) -> Any:
             # One multi at a time: every earlier multi of the call has completed when this is called.
             if self._elect_after is not None:
                 if self._elect_after <= 0:
