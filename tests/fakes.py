@@ -35,8 +35,6 @@ from controller_core.requests import empty_response_for
 from controller_core.state_change_log import MemorySink, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 
-MATCH_ANY_VERSION = -1
-
 
 @dataclass
 class _StateZnode:
@@ -51,16 +49,32 @@ class _StateZnode:
 class FakePartitionStateStore:
     """A ``PartitionStateStore`` over dicts, with ZooKeeper's version and fencing rules.
 
+    Held to the real store's contract by ``tests/integration/test_store_contract.py`` (the same
+    tests run against this and ``ZkStore`` on a real ZooKeeper): a fencing version below 0 is refused
+    with ``ValueError``; the fence is checked per op as the real store checks it per multi, so a fence
+    that fails after some ops landed raises ``ControllerMovedError`` after yielding exactly those, and
+    the rest stay unwritten; ``update_leader_and_isr_iter`` is a generator (nothing happens until it
+    is iterated); a session expiry makes the ops after it SESSIONEXPIRED (those in flight landed all
+    the same); a reply lost once is replayed and confirmed (OK), lost twice is CONNECTIONLOSS with
+    the write made.
+
     Fault injection:
 
     * ``read_errors[tp] = ZkCode.X``: reads of that znode return X.
     * ``fail_next_read = exc``: the next ``get_partition_states`` raises ``exc``.
     * ``write_errors[tp] = ZkCode.X``: conditional writes of that znode fail with X (not BADVERSION).
     * ``create_errors[tp] = ZkCode.X``: creating that state znode fails with X.
+    * ``topics``: the topics whose ``/brokers/topics/<t>`` znode exists (``add_topic``; seeding a state
+      or a harness partition adds it): creating a state under any other is NONODE, as in ZooKeeper.
     * ``concurrent_isr_change(tp, isr, times)``: between the controller's read and its next write(s),
       the leader rewrites the ISR (version +1, no epoch bump), so the write hits BADVERSION.
     * ``unreadable_topic_configs``: topics whose config read fails.
     * ``elect_other_controller()``: another controller bumps ``/controller_epoch``; our writes fence.
+    * ``elect_other_controller_after(n)``: the same, once ``n`` more write ops have been made.
+    * ``expire_session_after(n, in_flight)``: the session expires once ``n`` more write ops have been
+      made; the next ``in_flight`` ops land but answer SESSIONEXPIRED, the rest of that call answers
+      SESSIONEXPIRED unwritten. The next call runs in a new session, as kazoo reconnects.
+    * ``lose_reply(tp, times)``: the write of ``tp`` lands but its reply is lost ``times`` times.
     """
 
     def __init__(self, controller_epoch: int = 1, controller_epoch_zk_version: int = 1) -> None:
@@ -68,6 +82,7 @@ class FakePartitionStateStore:
         self.controller_epoch_zk_version = controller_epoch_zk_version
         self.znodes: dict[TopicPartition, _StateZnode] = {}
         self.paths: set[str] = set()
+        self.topics: set[str] = set()
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.unreadable_topic_configs: set[str] = set()
         self.read_errors: dict[TopicPartition, ZkCode] = {}
@@ -75,6 +90,10 @@ class FakePartitionStateStore:
         self.create_errors: dict[TopicPartition, ZkCode] = {}
         self.fail_next_read: Exception | None = None
         self._pending_isr_changes: dict[TopicPartition, list[tuple[int, ...]]] = {}
+        self._elect_after: int | None = None
+        self._expire_after: int | None = None
+        self._expire_in_flight = 0
+        self._lost_replies: dict[TopicPartition, int] = {}
         self.read_calls: list[list[TopicPartition]] = []
         self.update_calls: list[dict[TopicPartition, LeaderAndIsr]] = []
         self.create_calls: list[dict[TopicPartition, LeaderIsrAndControllerEpoch]] = []
@@ -93,6 +112,7 @@ class FakePartitionStateStore:
         version: int = 0,
     ) -> LeaderIsrAndControllerEpoch:
         """Put a state znode as if it had been written before; return it as read."""
+        self.topics.add(tp.topic)
         self.paths.add(f"/brokers/topics/{tp.topic}/partitions")
         self.paths.add(f"/brokers/topics/{tp.topic}/partitions/{tp.partition}")
         self.znodes[tp] = _StateZnode(leader, leader_epoch, tuple(isr), controller_epoch, version)
@@ -104,6 +124,10 @@ class FakePartitionStateStore:
         """Make the znode's data undecodable (read OK, no state); a write, so the version moves."""
         self.znodes[tp].corrupt = True
         self.znodes[tp].version += 1
+
+    def add_topic(self, topic: str) -> None:
+        """The topic's znode exists (an admin created the topic)."""
+        self.topics.add(topic)
 
     def delete_state(self, tp: TopicPartition) -> None:
         self.znodes.pop(tp, None)
@@ -141,17 +165,50 @@ class FakePartitionStateStore:
         self.controller_epoch += 1
         self.controller_epoch_zk_version += 1
 
+    def elect_other_controller_after(self, ops: int) -> None:
+        """Another controller wins once ``ops`` more write ops have been made (landed or not)."""
+        self._elect_after = ops
+
+    def expire_session_after(self, ops: int, in_flight: int = 0) -> None:
+        """The session expires once ``ops`` more write ops have been made (see the class docstring)."""
+        self._expire_after = ops
+        self._expire_in_flight = in_flight
+
+    def lose_reply(self, tp: TopicPartition, times: int = 1) -> None:
+        """The next write of ``tp`` lands, and its reply is lost ``times`` times (1: replayed, 2: unknown)."""
+        self._lost_replies[tp] = times
+
     # -- PartitionStateStore ----------------------------------------------------------------------
 
     def _check_fence(self, expected_controller_epoch_zk_version: int) -> None:
-        if expected_controller_epoch_zk_version == MATCH_ANY_VERSION:
-            return
-        if expected_controller_epoch_zk_version < MATCH_ANY_VERSION:
-            raise ValueError(f"invalid expected controller epoch zk version {expected_controller_epoch_zk_version}")
-        if expected_controller_epoch_zk_version != self.controller_epoch_zk_version:
-            raise ControllerMovedError(
-                f"Controller epoch zkVersion check fails. Expected zkVersion = {expected_controller_epoch_zk_version}"
-            )
+        expected = expected_controller_epoch_zk_version
+        if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+            raise ValueError(f"expected controller epoch zk version must be >= 0, got {expected!r}")
+        if expected != self.controller_epoch_zk_version:
+            raise ControllerMovedError(f"Controller epoch zkVersion check fails. Expected zkVersion = {expected}")
+
+    def _op_session(self) -> tuple[bool, bool]:
+        """Before each write op: run the armed faults; ``(expired, lands)`` for this op."""
+        if self._elect_after is not None:
+            if self._elect_after <= 0:
+                self._elect_after = None
+                self.elect_other_controller()
+            else:
+                self._elect_after -= 1
+        if self._expire_after is None:
+            return False, True
+        if self._expire_after > 0:
+            self._expire_after -= 1
+            return False, True
+        if self._expire_in_flight > 0:
+            self._expire_in_flight -= 1
+            return True, True
+        return True, False
+
+    def _end_of_call(self) -> None:
+        """A call's ops are done: an expired session is replaced by a new one for the next call."""
+        if self._expire_after == 0 and self._expire_in_flight == 0:
+            self._expire_after = None
 
     def get_partition_states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, PartitionStateRead]:
         self.read_calls.append(list(partitions))
@@ -174,22 +231,39 @@ class FakePartitionStateStore:
         states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
         expected_controller_epoch_zk_version: int,
     ) -> dict[TopicPartition, ZkCode]:
+        """Like the real store: fenced per op, so a fence failing midway raises with the first creates made."""
+        if not states:
+            return {}
         self._check_fence(expected_controller_epoch_zk_version)
         self.create_calls.append(dict(states))
         codes: dict[TopicPartition, ZkCode] = {}
-        for tp, info in states.items():
-            self.paths.add(f"/brokers/topics/{tp.topic}/partitions")
-            self.paths.add(f"/brokers/topics/{tp.topic}/partitions/{tp.partition}")
-            code = self.create_errors.get(tp)
-            if code is not None:
-                codes[tp] = code
-            elif tp in self.znodes:
-                codes[tp] = ZkCode.NODE_EXISTS
-            else:
-                lai = info.leader_and_isr
-                self.znodes[tp] = _StateZnode(lai.leader, lai.leader_epoch, lai.isr, info.controller_epoch, 0)
-                codes[tp] = ZkCode.OK
+        try:
+            for tp, info in states.items():
+                expired, lands = self._op_session()
+                if not lands:
+                    codes[tp] = ZkCode.SESSION_EXPIRED
+                    continue
+                if not expired:
+                    self._check_fence(expected_controller_epoch_zk_version)
+                code = self._create(tp, info)
+                codes[tp] = ZkCode.SESSION_EXPIRED if expired else code
+        finally:
+            self._end_of_call()
         return codes
+
+    def _create(self, tp: TopicPartition, info: LeaderIsrAndControllerEpoch) -> ZkCode:
+        if tp.topic not in self.topics:
+            return ZkCode.NO_NODE
+        self.paths.add(f"/brokers/topics/{tp.topic}/partitions")
+        self.paths.add(f"/brokers/topics/{tp.topic}/partitions/{tp.partition}")
+        code = self.create_errors.get(tp)
+        if code is not None:
+            return code
+        if tp in self.znodes:
+            return ZkCode.NODE_EXISTS
+        lai = info.leader_and_isr
+        self.znodes[tp] = _StateZnode(lai.leader, lai.leader_epoch, lai.isr, info.controller_epoch, 0)
+        return ZkCode.OK
 
     def update_leader_and_isr_iter(
         self,
@@ -197,31 +271,50 @@ class FakePartitionStateStore:
         controller_epoch: int,
         expected_controller_epoch_zk_version: int,
     ) -> Iterator[LeaderAndIsrWrite]:
-        """Like ZooKeeper's multis: the fence is checked before anything is written or yielded."""
+        """Like the real store: a generator whose fence is checked per op (the real one: per multi)
+        as it goes, so ``ControllerMovedError`` comes after the outcomes of the ops that landed."""
         self._check_fence(expected_controller_epoch_zk_version)
         self.update_calls.append(dict(states))
         for tp in states:
             pending = self._pending_isr_changes.get(tp)
             if pending:
                 self.leader_isr_change(tp, pending.pop(0))
-        outcomes: list[LeaderAndIsrWrite] = []
-        for tp, lai in states.items():
-            path = f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
-            code = self.write_errors.get(tp)
-            znode = self.znodes.get(tp)
-            if code is not None:
-                outcomes.append((tp, ZkOperationError(code, path)))
-            elif znode is None:
-                outcomes.append((tp, ZkOperationError(ZkCode.NO_NODE, path)))
-            elif znode.version != lai.zk_version:
-                outcomes.append((tp, None))
-            else:
-                znode.leader, znode.leader_epoch, znode.isr = lai.leader, lai.leader_epoch, lai.isr
-                znode.controller_epoch = controller_epoch
-                znode.corrupt = False
-                znode.version += 1
-                outcomes.append((tp, lai.with_zk_version(znode.version)))
-        return iter(outcomes)
+        try:
+            for tp, lai in states.items():
+                path = f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
+                expired, lands = self._op_session()
+                if not lands:
+                    yield tp, ZkOperationError(ZkCode.SESSION_EXPIRED, path)
+                    continue
+                if not expired:
+                    self._check_fence(expected_controller_epoch_zk_version)
+                outcome = self._set(tp, lai, controller_epoch, path)
+                lost = self._lost_replies.pop(tp, 0) if isinstance(outcome, LeaderAndIsr) else 0
+                if expired:
+                    yield tp, ZkOperationError(ZkCode.SESSION_EXPIRED, path)
+                elif lost >= 2:  # replayed, and the replay's reply lost too: outcome unknown
+                    yield tp, ZkOperationError(ZkCode.CONNECTION_LOSS, path)
+                else:  # lost once: the replay conflicts with our own write, which the store confirms
+                    yield tp, outcome
+        finally:
+            self._end_of_call()
+
+    def _set(
+        self, tp: TopicPartition, lai: LeaderAndIsr, controller_epoch: int, path: str
+    ) -> LeaderAndIsr | Exception | None:
+        code = self.write_errors.get(tp)
+        znode = self.znodes.get(tp)
+        if code is not None:
+            return ZkOperationError(code, path)
+        if znode is None:
+            return ZkOperationError(ZkCode.NO_NODE, path)
+        if znode.version != lai.zk_version:
+            return None
+        znode.leader, znode.leader_epoch, znode.isr = lai.leader, lai.leader_epoch, lai.isr
+        znode.controller_epoch = controller_epoch
+        znode.corrupt = False
+        znode.version += 1
+        return lai.with_zk_version(znode.version)
 
     def get_topic_configs(self, topics: Collection[str]) -> dict[str, Mapping[str, str]]:
         self.config_calls.append(set(topics))
@@ -338,6 +431,7 @@ class Harness:
     ) -> None:
         """Create a partition in the context and, when ``leader`` is given, its state in ZooKeeper and the cache."""
         self.ctx.add_topics([tp.topic])
+        self.store.add_topic(tp.topic)
         self.ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment.of(replicas, adding, removing))
         if leader is not None:
             state = self.store.seed_state(

@@ -27,7 +27,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -138,6 +138,23 @@ class Candidate:
     @property
     def session_file(self) -> Path:
         return self.cluster.work_dir / f"controller-{self.id}.session"
+
+    def session_id(self) -> int | None:
+        """The ZooKeeper session the process last published (it rewrites the file on a new session)."""
+        try:
+            return int(json.loads(self.session_file.read_text())[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def stopped(self) -> bool:
+        """Whether the process is stopped by a signal (state ``T`` in ``/proc``): a SIGSTOP took."""
+        if self.proc is None:
+            return False
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
     @property
     def state_change_dir(self) -> Path:
@@ -274,6 +291,14 @@ class Broker:
             f"{p['topic']}-{p['partition']}": (int(p["leader"]), int(p["leader_epoch"]))
             for p in state["metadata"].get("partitions", [])
         }
+
+
+class StateStat(NamedTuple):
+    """A state znode as a zombie check sees it (``Cluster.state_znode_stats``)."""
+
+    version: int
+    mzxid: int
+    controller_epoch: int
 
 
 class Cluster:
@@ -433,6 +458,23 @@ class Cluster:
                 state = codecs.decode_partition_state(data, stat.version)
                 lai = state.leader_and_isr
                 out[f"{topic}-{p}"] = PartitionSnapshot(lai.leader, lai.leader_epoch, tuple(lai.isr), stat.version)
+        return out
+
+    def state_znode_stats(self) -> dict[str, StateStat]:
+        """Every partition state znode: its data version, ``mzxid`` and the writer's controller epoch.
+
+        What a zombie check compares before and after the zombie resumes: a write by anyone moves the
+        version and the ``mzxid``, and the JSON carries the epoch of the controller that wrote it.
+        """
+        out: dict[str, StateStat] = {}
+        for topic, assignment in self.topics.items():
+            for p in assignment:
+                try:
+                    data, stat = self.zk.get(paths.partition_state_path(TopicPartition(topic, p)))
+                except NoNodeError:
+                    continue
+                epoch = codecs.decode_partition_state(data, stat.version).controller_epoch
+                out[f"{topic}-{p}"] = StateStat(stat.version, stat.mzxid, epoch)
         return out
 
     def live_brokers(self) -> frozenset[int]:

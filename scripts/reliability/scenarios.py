@@ -13,13 +13,13 @@ import random
 import signal
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scripts.reliability.checker import Violation, check, check_liveness
-from scripts.reliability.cluster import Broker, Cluster, wait_until
+from scripts.reliability.cluster import Broker, Cluster, StateStat, wait_until
 
 
 @dataclass
@@ -67,6 +67,7 @@ class Scenario:
     auto_rebalance: bool = False  # candidates run with auto leader rebalance (every 2 s)
     replicating: bool = False  # brokers replicate (not lightweight), so replicas rejoin the ISR
     plan_runs: int = 20  # the plan's run count for the soak's pass figure (reference §6c): 20/20 unless it says
+    variants: int = 1  # fault variants chosen by ``run % variants``: the per-PR tier runs each once at least
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,8 +160,42 @@ def f2_graceful_stop(cluster: Cluster, rng: random.Random, run: int, s: Settings
     return Outcome(took, met, notes)
 
 
+def _zombie_changes(cluster: Cluster, before: Mapping[str, StateStat], zombie_pid: int, zombie_epoch: int) -> list[str]:
+    """State znodes written since ``before`` by the zombie: a changed ``mzxid`` that the zombie's own
+    history recorded, or a change carrying the zombie's epoch (or older) in its JSON. The new
+    controller may write meanwhile (its writes carry its own epoch); nobody else writes state znodes."""
+    zombie_mzxids = {
+        r.get("mzxid") for r in cluster.history() if r.get("pid") == zombie_pid and r.get("result") == "OK"
+    }
+    changed = []
+    for name, now in cluster.state_znode_stats().items():
+        was = before.get(name)
+        if was is not None and (was.version, was.mzxid) == (now.version, now.mzxid):
+            continue
+        if now.mzxid in zombie_mzxids or now.controller_epoch <= zombie_epoch:
+            changed.append(f"{name}: {was} -> {now}")
+    return changed
+
+
+def _attempts_after(cluster: Cluster, pid: int, after_t: float) -> list[str]:
+    """Results of the ZooKeeper writes process ``pid`` tried after ``after_t`` (FENCED, OK, ...)."""
+    return [
+        str(r.get("result"))
+        for r in cluster.history()
+        if r.get("pid") == pid and r.get("op") in ("set", "create", "delete") and float(r.get("t_mono", 0)) > after_t
+    ]
+
+
 def f3_zombie(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
-    """SIGSTOP, or a pause at a step while partitioned, until another wins; then resume the zombie."""
+    """SIGSTOP, or a pause at a step while partitioned, until another wins; then resume the zombie.
+
+    The fault must have happened for the run to pass: the process stopped (SIGSTOP) or blocked at its
+    pause point, and another candidate elected meanwhile. A paused zombie is released only once its
+    client runs a new ZooKeeper session, so its pending write reaches the server and only the epoch
+    fence stops it (``before_write`` and ``event`` must show that fenced attempt in the history).
+    Every state znode's version and ``mzxid`` is taken before the zombie resumes; none may change by
+    the zombie's hand after.
+    """
     variants = ("sigstop", "before_write", "after_write", "event")
     variant = variants[run % len(variants)]
     old = cluster.active()
@@ -169,40 +204,66 @@ def f3_zombie(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Ou
     zombie = cluster.candidates[old]
     assert zombie.proc is not None
     notes = [f"variant {variant}: zombie {old} at epoch {old_epoch}"]
+    injected: list[str] = []  # why the fault was not injected, when it was not
     started = time.monotonic()
     if variant == "sigstop":
         zombie.signal(signal.SIGSTOP)
+        if wait_until(zombie.stopped, 5) is None:
+            injected.append("the zombie process never stopped")
     else:
-        step = variant
-        if not zombie.pause(step, timeout=0.2) and variant != "event":
-            pass  # the latch is armed; a write makes the zombie block on it
+        # ``event.BrokerChange``: the event the broker loss below queues, which makes the zombie write.
+        step = "event.BrokerChange" if variant == "event" else variant
+        zombie.pause(step, timeout=0.2)  # arm the latch; the work below makes the zombie block on it
         # Work that makes the zombie decide and write: a broker goes away.
         victim = cluster.brokers[max(cluster.brokers)]
         victim.kill()
         if not zombie.pause(step, timeout=s.session_timeout_s * 3):
-            notes.append(f"the zombie never reached {step}")
+            injected.append(f"the zombie never reached {step}")
+        old_session = zombie.session_id()
         zombie.proxies.set_mode("blackhole")  # cut it off so its session expires and another wins
     new = wait_until(lambda: _new_active(cluster, old_epoch), s.session_timeout_s * 2 + 15)
     won_at = time.monotonic()
     if new is None:
-        notes.append("no other controller was elected")
+        injected.append("no other controller was elected while the zombie was out")
     if variant == "sigstop":
-        time.sleep(max(0.0, 2 * s.session_timeout_s - (won_at - started)))
+        time.sleep(max(0.0, 2 * s.session_timeout_s - (won_at - started)))  # the figure: stopped for 2 Ts
+        before = cluster.state_znode_stats()
         resumed = time.monotonic()
         zombie.signal(signal.SIGCONT)
     else:
         zombie.proxies.set_mode("pass")
+        # Its old session is gone: release it only once it runs a new one, so the write it holds
+        # reaches ZooKeeper (an expired session would refuse it before the fence is even checked).
+        if wait_until(lambda: zombie.session_id() not in (None, old_session), 15) is None:
+            injected.append("the zombie never started a new session")
+        before = cluster.state_znode_stats()
         resumed = time.monotonic()
         zombie.release_all()
     inactive = _becomes_inactive(cluster, old, 10)
     late = _writes_after(cluster, zombie.proc.pid, won_at)
+    changed = _zombie_changes(cluster, before, zombie.proc.pid, old_epoch)
     notes.append(f"inactive {inactive if inactive is None else round(inactive, 2)} s after resuming")
+    if variant in ("before_write", "event"):
+        attempts = _attempts_after(cluster, zombie.proc.pid, resumed)
+        notes.append(f"the zombie's writes after resuming: {attempts}")
+        if not attempts:
+            injected.append("the zombie tried no write after resuming")
     if late:
         notes.append(f"the zombie made {late} successful writes after the new election")
+    if changed:
+        notes.append(f"state znodes the zombie changed after resuming: {changed}")
+    notes += [f"fault not injected: {why}" for why in injected]
     if variant != "sigstop":
         victim = cluster.brokers[max(cluster.brokers)]
         victim.start()
-    met = new is not None and inactive is not None and inactive <= s.slack * 1.0 and late == 0
+    met = (
+        not injected
+        and new is not None
+        and inactive is not None
+        and inactive <= s.slack * 1.0
+        and late == 0
+        and not changed
+    )
     return Outcome(resumed - started if new is None else new, met, notes)
 
 
@@ -289,9 +350,8 @@ def f10_bounce_in_watch_gap(cluster: Cluster, rng: random.Random, run: int, s: S
     (controller.pause_dir / "event").write_text("")
     broker.kill()
     broker.start(timeout=s.session_timeout_s * 4)  # waits for the old session to expire: a new czxid
-    controller.pause("event", timeout=5)
+    paused = controller.pause("event", timeout=5)  # the watch gap: the controller blocked before an event
     controller.release("event")
-    time.monotonic()
     hosted = {k for k, r in _assignments(cluster).items() if bid in r}
 
     def recovered() -> bool:
@@ -299,9 +359,10 @@ def f10_bounce_in_watch_gap(cluster: Cluster, rng: random.Random, run: int, s: S
         return cache is not None and cache == _leaders(cluster) and _hosted(broker) >= hosted
 
     took = wait_until(recovered, 15)
-    return Outcome(
-        took, took is not None and took <= s.slack * 3.0, [f"bounced broker {bid} while controller {active} paused"]
-    )
+    notes = [f"bounced broker {bid} while controller {active} paused"]
+    if not paused:
+        notes.append("fault not injected: the controller never blocked at its event pause point")
+    return Outcome(took, paused and took is not None and took <= s.slack * 3.0, notes)
 
 
 def _assignments(cluster: Cluster) -> dict[str, list[int]]:
@@ -383,6 +444,7 @@ SCENARIOS: dict[str, Scenario] = _registry(
         f3_zombie,
         fast=True,
         plan_runs=50,
+        variants=4,
     ),
     Scenario("F4", "server-side session expiry", "re-elected <= 5 s; new broker <= 2 s", f4_session_expiry, fast=True),
     Scenario(

@@ -402,7 +402,9 @@ def _deletion_with_a_replica_broker_down(cluster: Cluster, s: Settings) -> Outco
         f"registration expired: {expired is not None}; halted while it was down: {halted}; "
         f"deleted {took and round(took, 2)} s after it returned"
     )
-    return Outcome(took, halted and took is not None and took <= s.slack * 15.0, notes)
+    if expired is None:
+        notes.append(f"fault not injected: broker {victim}'s registration never expired")
+    return Outcome(took, expired is not None and halted and took is not None and took <= s.slack * 15.0, notes)
 
 
 def _reassignment_of_a_topic_being_deleted(cluster: Cluster, s: Settings) -> Outcome:

@@ -41,12 +41,14 @@ import redis
 from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from dashboard.clusters import layout
+from scripts.devservices import ZooKeeperServer
 from tests.e2e.live_stack import ASSIGNMENT, CLUSTER, Stack, running_stack
 from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are found by name)
     browser_page,
     pytestmark,
     text_becomes,
 )
+from tests.support.zk import requests_from_process, wait_for
 from workers.mirror.publish import ScopeSeqs
 
 #: The leader epoch of every partition state the stack starts with; each change of the test raises it.
@@ -178,6 +180,20 @@ def _flood(redis_url: str, groups: list[str], count: int) -> None:
     worker.join(60)
 
 
+def _mirror_rows(conn: redis.Redis) -> list[list[Any]]:
+    """The mirror's rows in Redis, as ``PushStack.zk_rows`` gives ZooKeeper's."""
+    rows: list[list[Any]] = []
+    for p in sorted(ASSIGNMENT):
+        member = layout.member("orders", p)
+        text = conn.hget(layout.partitions_key(CLUSTER), member)
+        if text is None:
+            rows.append([f"orders-{p}", None, [], None])
+            continue
+        row = layout.decode_row(member, text)
+        rows.append([f"orders-{p}", row.leader, sorted(row.isr), row.leader_epoch])
+    return rows
+
+
 def _mirror_generation(conn: redis.Redis) -> str:
     gen = conn.hget(layout.meta_key(CLUSTER), "gen")
     return gen.decode() if isinstance(gen, bytes) else str(gen or "")
@@ -207,6 +223,7 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     stack: PushStack,
     browser_page: Any,  # noqa: F811
     record_property: Callable[[str, object], None],
+    zk_server: ZooKeeperServer,
 ) -> None:
     page = browser_page
     conn = redis.Redis.from_url(stack.redis_url)
@@ -229,15 +246,25 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     try:
         _flood(stack.redis_url, [f"kcp.{CLUSTER}.status"], CAPACITY + 10)
         stack.toggle_broker_1()
-        time.sleep(1.5)  # the mirror reads, flushes and publishes: dropped for the full channel
+        # The mirror has read, flushed and published (into the full channel: dropped) once its rows
+        # in Redis show the change: it writes the rows after the publish has returned.
+        wait_for(lambda: _mirror_rows(conn) == stack.zk_rows(), timeout=30, what="the mirror's flush of (b)")
     finally:
         os.kill(stack.web.pid, signal.SIGCONT)
     figures["b: channel overflow"] = _converge(stack, page, time.monotonic())
 
     # (c) the mirror killed mid-batch; changes while it is down; restarted
     before = _mirror_generation(conn)
+    asked = requests_from_process(zk_server.host, zk_server.port, stack.mirror.pid)
     stack.toggle_broker_1(partitions=tuple(sorted(ASSIGNMENT)))
-    time.sleep(0.15)  # inside the mirror's 100 ms coalescing window and its follow-up reads
+    # Killed once it is at work on the batch: ZooKeeper has had its reads of the changed states
+    # (within the mirror's 100 ms coalescing window, before it flushes).
+    wait_for(
+        lambda: requests_from_process(zk_server.host, zk_server.port, stack.mirror.pid) > asked,
+        timeout=10,
+        interval=0.005,
+        what="the mirror reading the changed states",
+    )
     stack.mirror.send_signal(signal.SIGKILL)
     stack.mirror.wait(10)
     stack.toggle_broker_1()

@@ -19,6 +19,7 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action
 from dashboard.clusters.models import Cluster
+from tests.support.snapshots import zk_tree
 from workers.actions import preferred_election, run_preferred_election
 
 pytestmark = pytest.mark.django_db
@@ -135,8 +136,10 @@ def test_preview_shows_electable_and_blocked_partitions(cluster: Cluster) -> Non
 
 def test_csrf_is_enforced(cluster: Cluster, zk: KazooClient, sent: list[Any]) -> None:
     client = as_user(_user("otto", "operator"), enforce_csrf_checks=True)
+    before = zk_tree(zk)
     assert client.post(URL, GOOD).status_code == 403
     assert not Action.objects.filter(kind="preferred_election").exists() and not sent and no_request(zk)
+    assert zk_tree(zk) == before
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action, StateChange
 from dashboard.clusters.models import Cluster
+from tests.support.snapshots import redis_keys, zk_tree
 
 pytestmark = pytest.mark.django_db
 
@@ -179,9 +180,10 @@ def test_permission_matrix_over_pages_and_api(cluster: Cluster, history_rows: da
     assert sorted(refused) == ["nora", "vera"] and len(sent) == 3
 
 
-def test_api_election_needs_csrf_and_post(cluster: Cluster, zk: KazooClient, sent: list[Any]) -> None:
+def test_api_election_needs_csrf_and_post(cluster: Cluster, zk: KazooClient, redis_url: str, sent: list[Any]) -> None:
     operator = user("otto", "operator")
     strict = as_user(operator, enforce_csrf_checks=True)
+    before = (zk_tree(zk), redis_keys(redis_url))
     assert strict.post(API_ELECT, json.dumps(GOOD), content_type="application/json").status_code == 403
     assert strict.post(ELECT, GOOD).status_code == 403
     assert strict.post("/actions/admin/users/", {"username": "x"}).status_code == 403
@@ -190,6 +192,8 @@ def test_api_election_needs_csrf_and_post(cluster: Cluster, zk: KazooClient, sen
     assert client.get(API_ELECT).status_code == 405 and client.get(API_ELECT)["Allow"] == "POST"
     assert client.put(ELECT, "scope=imbalanced", content_type="application/x-www-form-urlencoded").status_code == 405
     assert zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
+    assert (zk_tree(zk), redis_keys(redis_url)) == before
+    assert not User.objects.filter(username="x").exists()
 
 
 @pytest.mark.parametrize(

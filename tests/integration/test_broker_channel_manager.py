@@ -240,7 +240,10 @@ def test_removing_a_broker_drops_its_queue_and_its_request_in_flight(
         with caplog.at_level(logging.WARNING, logger="controller_core.channel_manager"):
             channels.remove_broker(1)
         release.set()
-        time.sleep(0.3)
+        # The broker has answered the request that was in flight, and the sender's thread has ended:
+        # nothing can deliver that answer any more.
+        wait_for(lambda: broker.in_flight == 0, timeout=10, what="the broker answering the dropped request")
+        wait_for(lambda: not sender._thread.is_alive(), timeout=10, what="the removed sender's thread ending")
         assert responses.items == []
         assert len(broker.received) == 1
         # The request broken by the stop is dropped, not a failure to retry (no "resending" warning).

@@ -18,7 +18,7 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action
 from dashboard.clusters.models import Cluster
-from tests.support.snapshots import zk_tree
+from tests.support.snapshots import redis_keys, zk_tree
 from workers.reassign import execute, run_execute
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +124,21 @@ def test_permission_matrix(cluster: Cluster, zk: KazooClient, sent: list[Any]) -
     assert sent == []
     viewer_rows = Action.objects.filter(username="u-viewer", kind__startswith="reassignment")
     assert viewer_rows.count() == 3 and all(a.status == "rejected" for a in viewer_rows)
+
+
+def test_a_viewer_cannot_execute_a_reassignment(
+    cluster: Cluster, zk: KazooClient, redis_url: str, sent: list[Any]
+) -> None:
+    viewer = client_for("viewer", name="u-viewer")
+    before = (zk_tree(zk), redis_keys(redis_url), set(Action.objects.values_list("id", flat=True)))
+    api = post_json(viewer, API + "execute", {"reassignment": GOOD, "reason": "r"})
+    page = viewer.post(PAGE, {"reassignment": json.dumps(GOOD), "reason": "r", "op": "execute"})
+    assert api.status_code == 403 and page.status_code == 403
+    assert (zk_tree(zk), redis_keys(redis_url)) == before[:2]
+    assert zk.exists(paths.REASSIGN_PARTITIONS_PATH) is None
+    assert sent == []  # no execute task queued
+    new_rows = Action.objects.exclude(id__in=before[2])
+    assert all(a.status == "rejected" for a in new_rows)  # at most the refusal's audit rows
 
 
 def test_only_post_acts_and_csrf_is_enforced(cluster: Cluster, zk: KazooClient, sent: list[Any]) -> None:

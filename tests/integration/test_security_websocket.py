@@ -48,10 +48,10 @@ def _cookie(user: User) -> bytes:
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-async def _socket(user: User | None, origin: bytes = b"http://127.0.0.1") -> WebsocketCommunicator:
+async def _socket(user: User | None, origin: bytes | None = b"http://127.0.0.1") -> WebsocketCommunicator:
     from dashboard.asgi import application
 
-    headers = [(b"origin", origin), (b"host", b"127.0.0.1")]
+    headers = [(b"host", b"127.0.0.1")] + ([] if origin is None else [(b"origin", origin)])
     if user is not None:
         headers.append((b"cookie", await sync_to_async(_cookie)(user)))
     return WebsocketCommunicator(application, PATH, headers=headers)
@@ -68,6 +68,16 @@ async def test_a_foreign_origin_is_closed_and_audited(cluster: Cluster, alice: U
     (row,) = await sync_to_async(_rejections)()
     assert "foreign Origin 'http://evil.example'" in row.error and row.parameters["path"] == PATH
     assert row.cluster == CLUSTER
+    await comm.disconnect()
+
+
+async def test_a_socket_without_an_origin_header_is_closed_and_audited(cluster: Cluster, alice: User) -> None:
+    """A browser always sends Origin on a WebSocket; a socket without one is not a page of ours."""
+    comm = await _socket(alice, origin=None)
+    connected, _ = await comm.connect()
+    assert not connected
+    (row,) = await sync_to_async(_rejections)()
+    assert "foreign Origin None" in row.error and row.parameters["path"] == PATH
     await comm.disconnect()
 
 

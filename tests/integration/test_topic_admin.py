@@ -137,13 +137,46 @@ def test_get_on_action_urls_is_405(cluster: Cluster, zk: KazooClient) -> None:
         assert client.get(url).status_code == 405
 
 
-def test_the_api_works_with_csrf_enforced_through_the_header(cluster: Cluster) -> None:
+def _written(zk: KazooClient, redis_url: str) -> tuple[Any, ...]:
+    """Everything a request could write: the chroot, Redis, and the database's action rows."""
+    return zk_tree(zk), redis_keys(redis_url), list(Action.objects.values_list("id", "status"))
+
+
+def test_the_api_works_with_csrf_enforced_through_the_header(cluster: Cluster, zk: KazooClient, redis_url: str) -> None:
     client = _client(enforce_csrf_checks=True)
     token = _get_new_csrf_string()  # what the csrftoken cookie of any page holds
     client.cookies["csrftoken"] = token
     body = {"name": "with-csrf", "partitions": 1, "replication_factor": 1, "reason": "r"}
-    assert post(client, BASE, body).status_code == 403
+    zk_before, redis_before, rows_before = _written(zk, redis_url)
+    for url, payload in ((BASE, body), (f"{BASE}orders/partitions/", {"partitions": 3, "reason": "r"}),
+                         (f"{BASE}orders/delete/", {"confirm": "orders", "reason": "r"})):  # fmt: skip
+        assert post(client, url, payload).status_code == 403
+        assert post(client, url, payload, HTTP_X_CSRFTOKEN="wrong" + token[5:]).status_code == 403
+    zk_after, redis_after, rows_after = _written(zk, redis_url)
+    assert (zk_after, redis_after) == (zk_before, redis_before)  # refused before the view: no topic
+    # The one database write a refusal makes is its audit row, marked rejected.
+    new_rows = [row for row in rows_after if row not in rows_before]
+    assert [status for _, status in new_rows] == [Action.Status.REJECTED] * 6
+    assert all(row in rows_after for row in rows_before)
     assert post(client, BASE, body, HTTP_X_CSRFTOKEN=token).status_code == 201
+    assert zk.exists(paths.topic_path("with-csrf")) is not None
+
+
+def test_viewers_can_neither_add_partitions_nor_delete_topics(
+    cluster: Cluster, zk: KazooClient, redis_url: str
+) -> None:
+    viewer = _client("viewer")
+    zk_before, redis_before, rows_before = _written(zk, redis_url)
+    grow = post(viewer, f"{BASE}orders/partitions/", {"partitions": 4, "reason": "r"})
+    delete = post(viewer, f"{BASE}orders/delete/", {"confirm": "orders", "reason": "r"})
+    assert grow.status_code == 403 and delete.status_code == 403, (grow.content, delete.content)
+    assert grow.json()["error"] and delete.json()["error"]
+    zk_after, redis_after, rows_after = _written(zk, redis_url)
+    assert (zk_after, redis_after) == (zk_before, redis_before)
+    assert zk.exists(paths.delete_topic_path("orders")) is None
+    # The one database write a refusal makes is its audit row, marked rejected.
+    new_rows = [row for row in rows_after if row not in rows_before]
+    assert [status for _, status in new_rows] == [Action.Status.REJECTED] * 2
 
 
 def test_a_replayed_idempotency_key_has_no_second_effect(cluster: Cluster, zk: KazooClient, redis_url: str) -> None:

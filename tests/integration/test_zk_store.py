@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,8 +69,19 @@ def _topic_with_states(
 
 # -- contract ----------------------------------------------------------------------------------------
 def test_it_implements_the_partition_state_store_port(store: ZkStore) -> None:
-    port: PartitionStateStore = store  # mypy checks the signatures; this checks it at runtime too
-    assert callable(port.update_leader_and_isr_iter)
+    """Every method of the port, with the port's parameters; the behaviour behind them is the
+    contract suite's (tests/integration/test_store_contract.py, the same tests as the fake)."""
+    port: PartitionStateStore = store  # mypy checks the signatures statically
+    methods = [name for name in vars(PartitionStateStore) if not name.startswith("_")]
+    assert sorted(methods) == [
+        "create_partition_states", "get_partition_states", "get_topic_configs", "update_leader_and_isr_iter",
+    ]  # fmt: skip
+    for name in methods:
+        wanted = inspect.signature(getattr(PartitionStateStore, name))
+        have = inspect.signature(getattr(type(port), name))
+        assert list(have.parameters) == list(wanted.parameters), name
+    # A generator: the port promises outcomes as they come, nothing done before the first is asked for.
+    assert inspect.isgeneratorfunction(ZkStore.update_leader_and_isr_iter)
 
 
 def test_it_creates_kafkas_persistent_paths(zk: KazooClient, store: ZkStore) -> None:

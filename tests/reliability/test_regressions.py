@@ -183,9 +183,12 @@ def test_a_broker_stops_its_zookeeper_client_promptly_when_zookeeper_is_unreacha
     client = KazooClient(hosts=f"127.0.0.1:{proxy.port}{chroot}", timeout=6.0)
     client.start(timeout=15)
     try:
+        connections = proxy.stats.accepted
         proxy.set_mode("blackhole")
         wait_for(lambda: client.state != KazooState.CONNECTED, timeout=15)
-        time.sleep(0.5)  # kazoo is now in a reconnect attempt that will wait for an answer
+        # kazoo is in a reconnect attempt that waits for an answer once the proxy accepted its new
+        # connection (a blackholed proxy accepts and never answers).
+        wait_for(lambda: proxy.stats.accepted > connections, timeout=15)
         started = time.monotonic()
         finished = stop_client(client, unreachable_wait_s=0.5)
         took = time.monotonic() - started

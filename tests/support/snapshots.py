@@ -21,6 +21,19 @@ def zk_tree(client: KazooClient, root: str = "/") -> dict[str, tuple[bytes, int]
     return out
 
 
+def zk_write_stamps(client: KazooClient, znode_paths: list[str]) -> dict[str, tuple[int, int]]:
+    """``(data version, mzxid)`` of each znode: any write to it since moves both.
+
+    Why not the data alone: a zombie writing back the bytes a znode already holds still moves its
+    version and ``mzxid``; comparing these proves nobody wrote at all.
+    """
+    out: dict[str, tuple[int, int]] = {}
+    for path in znode_paths:
+        _, stat = client.get(path)
+        out[path] = (stat.version, stat.mzxid)
+    return out
+
+
 RATE_LIMIT_PREFIX = "kcp:ratelimit:"
 
 

@@ -8,10 +8,13 @@ session and the victim's client sees EXPIRED/LOST. Nothing is mocked.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
@@ -56,3 +59,38 @@ def drop_connection(client: KazooClient) -> None:
         # shutdown (not close): kazoo's select loop then reads EOF and reconnects cleanly.
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+
+
+def requests_from_process(host: str, port: int, pid: int) -> int:
+    """How many requests the ZooKeeper server at ``host:port`` has received on process ``pid``'s
+    connections (its four-letter ``cons``, matched to the process's sockets through ``/proc``).
+
+    Why: a test that must act while another process is busy with ZooKeeper (reading what a change
+    triggered, say) waits for this count to move instead of sleeping for a guessed time.
+    """
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    local_ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if fields[9] in inodes and remote_port == port:
+                    local_ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    with socket.create_connection((host, port), timeout=5) as conn:
+        conn.sendall(b"cons")
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    total = 0
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        match = re.search(r":(\d+)\[\d+\]\(.*?recved=(\d+)", line)
+        if match and int(match.group(1)) in local_ports:
+            total += int(match.group(2))
+    return total

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Set as AbstractSet
 
 import pytest
 
 from controller_core.model import ReplicaAssignment, TopicPartition
 from dashboard.clusters import layout
-from workers.mirror.aggregates import broker_state_contribution, topic_contribution
+from dashboard.clusters.layout import PartitionRow
 from workers.mirror.state import MANAGED, OBSERVED, MirrorState, StateRead
 
 BROKERS = {b: {"id": b, "endpoints": [f"PLAINTEXT://h{b}:9092"]} for b in (1, 2, 3)}
@@ -32,13 +33,46 @@ def cluster(mode: str = OBSERVED) -> MirrorState:
     return state
 
 
-def recomputed(state: MirrorState) -> Counter[str]:
-    """The counters from scratch: what incremental maintenance must always equal."""
+def _row_counts(row: PartitionRow, live: AbstractSet[int], min_isr: int, per_broker: bool) -> Counter[str]:
+    """One partition's share of the counters, from the definitions in ``dashboard/clusters/layout.py``
+    (written here independently of ``workers.mirror.aggregates``, whose sums the mirror keeps)."""
+    c: Counter[str] = Counter()
+    c["partitions"] += 1
+    c[f"p:{row.state}"] += 1
+    c["replicas"] += len(row.replicas)
+    c["offline"] += row.leader == -1 or row.leader not in live
+    c["urp"] += len(row.isr) < len(row.replicas)
+    c["umi"] += len(row.isr) < min_isr
+    c["nonpref"] += not row.replicas or row.leader != row.replicas[0]
+    c["reassigning"] += bool(row.adding or row.removing or row.admin_reassign)
+    if row.leader >= 0:
+        c[f"b:{row.leader}:leaders"] += 1
+    for broker in row.replicas:
+        replica_state = row.replica_states.get(broker, "NewReplica")
+        c[f"r:{replica_state}"] += 1
+        c[f"b:{broker}:replicas"] += 1
+        if per_broker:
+            c[f"b:{broker}:p:{row.state}"] += 1
+            c[f"b:{broker}:r:{replica_state}"] += 1
+    return c
+
+
+def recomputed(state: MirrorState, topic: str | None = None) -> Counter[str]:
+    """The counters from scratch (the cluster's, or one topic's): what incremental maintenance must equal."""
     total: Counter[str] = Counter()
     for row in state.partitions.values():
-        total.update(topic_contribution(row, state.live, state.topics[row.topic].min_isr))
-        total.update(broker_state_contribution(row))
+        if topic is None or row.topic == topic:
+            total.update(_row_counts(row, state.live, state.topics[row.topic].min_isr, per_broker=topic is None))
     return total
+
+
+def derived_state(row: PartitionRow, live: AbstractSet[int]) -> tuple[str, dict[int, str]]:
+    """Observed mode by Kafka's meaning: no state znode yet is New; a registered leader Online."""
+    if row.mzxid < 0 and row.leader_epoch < 0:
+        return "NewPartition", dict.fromkeys(row.replicas, "NewReplica")
+    online = row.leader >= 0 and row.leader in live
+    replicas = {b: "OnlineReplica" if b in live else "OfflineReplica" for b in row.replicas}
+    return ("OnlinePartition" if online else "OfflinePartition"), replicas
 
 
 def nonzero(counter: Counter[str]) -> dict[str, int]:
@@ -61,6 +95,14 @@ def test_it_derives_offline_when_the_leader_dies_and_marks_it_derived() -> None:
         "OfflinePartition", True, "OfflineReplica", "OnlineReplica",
     )  # fmt: skip
     assert state.counts["offline"] == 1 and state.counts["p:OfflinePartition"] == 1
+    # orders-0 [1,2] leader 1 (dead), ISR (1,2); orders-1 [2,3] leader 2, ISR (2,3); min ISR 2.
+    assert nonzero(state.counts) == {
+        "partitions": 2, "replicas": 4, "p:OfflinePartition": 1, "p:OnlinePartition": 1, "offline": 1,
+        "r:OfflineReplica": 1, "r:OnlineReplica": 3,
+        "b:1:leaders": 1, "b:2:leaders": 1, "b:1:replicas": 1, "b:2:replicas": 2, "b:3:replicas": 1,
+        "b:1:p:OfflinePartition": 1, "b:2:p:OfflinePartition": 1, "b:2:p:OnlinePartition": 1,
+        "b:3:p:OnlinePartition": 1, "b:1:r:OfflineReplica": 1, "b:2:r:OnlineReplica": 2, "b:3:r:OnlineReplica": 1,
+    }  # fmt: skip
     assert nonzero(state.counts) == nonzero(recomputed(state))
 
 
@@ -106,11 +148,9 @@ def test_counters_stay_exact_under_random_changes() -> None:
             state.take_changes()
     assert nonzero(state.counts) == nonzero(recomputed(state))
     for topic, tc in state.topic_counts.items():
-        rows = [r for r in state.partitions.values() if r.topic == topic]
-        expected: Counter[str] = Counter()
-        for row in rows:
-            expected.update(topic_contribution(row, state.live, state.topics[topic].min_isr))
-        assert {k: v for k, v in tc.items() if v} == {k: v for k, v in expected.items() if v}
+        assert {k: v for k, v in tc.items() if v} == {k: v for k, v in recomputed(state, topic).items() if v}
+    for row in state.partitions.values():  # observed mode: every state is derived, by Kafka's meaning
+        assert (row.state, row.replica_states) == derived_state(row, state.live), row
 
 
 def test_controller_records_set_states_that_are_not_derived() -> None:
@@ -202,3 +242,11 @@ def test_deferred_refresh_keeps_counters_exact_whatever_happens_in_between() -> 
     state.refresh(pending)
     assert nonzero(state.counts) == nonzero(recomputed(state))
     assert state.partitions["orders/000000"].replica_states[1] == "OfflineReplica"
+    # orders-0 now led by 2 (ISR (2,)) with broker 1 dead; orders-1 unchanged (leader 2, ISR (2,3)).
+    assert nonzero(state.counts) == {
+        "partitions": 2, "replicas": 4, "p:OnlinePartition": 2, "urp": 1, "umi": 1, "nonpref": 1,
+        "r:OfflineReplica": 1, "r:OnlineReplica": 3, "b:2:leaders": 2,
+        "b:1:replicas": 1, "b:2:replicas": 2, "b:3:replicas": 1,
+        "b:1:p:OnlinePartition": 1, "b:2:p:OnlinePartition": 2, "b:3:p:OnlinePartition": 1,
+        "b:1:r:OfflineReplica": 1, "b:2:r:OnlineReplica": 2, "b:3:r:OnlineReplica": 1,
+    }  # fmt: skip

@@ -38,6 +38,22 @@ CHILD = textwrap.dedent(
     started.wait()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # main thread: never the one signalled
     print("ready", flush=True)
+    main = threading.main_thread().ident
+
+    def waiting():
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            if frame.f_code.co_name in ("wait", "wait_until_set"):
+                return True
+            frame = frame.f_back
+        return False
+
+    def announce():  # tells the test once the main thread is inside its wait (a signal before it runs at once)
+        while not waiting():
+            time.sleep(0.001)
+        print("waiting", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
     if sys.argv[1] == "raw":
         woken = stop.wait(timeout=float(sys.argv[2]))  # False: the wait ran out, the handler never ran in it
     else:
@@ -55,7 +71,7 @@ def _run(mode: str, raw_timeout_s: float = 3.0) -> tuple[str, float]:
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(0.3)  # the main thread is in its wait by now (a signal before it would run at once)
+        assert child.stdout.readline().strip() == "waiting"  # the main thread is in its wait
         sent = time.monotonic()
         child.send_signal(__import__("signal").SIGUSR1)
         line = child.stdout.readline().strip()
