@@ -475,6 +475,8 @@ class AlterPartitionReassignmentsRequest(msgspec.Struct, frozen=True):
 
 
 class ReassignmentPartitionResult(msgspec.Struct, frozen=True, gc=False):
+    """The controller's answer for one partition: NONE, or the code and a message saying why not."""
+
     topic: str
     partition: int
     error_code: ErrorCode = ErrorCode.NONE
