@@ -521,11 +521,6 @@ def decode(body: bytes, message_type: type[M], what: str) -> M:
         raise MessageError(f"{what}: body is not JSON ({exc})") from None
 
 
-def decode_object(body: bytes, what: str) -> dict[str, Any]:
-    """Decode a body that must be a JSON object of any shape (``MessageError`` otherwise)."""
-    return decode(body, dict[str, Any], what)
-
-
 class _SharedListCache:
     """Remember the JSON of recently encoded lists, keyed by the identity of the list object.
 
