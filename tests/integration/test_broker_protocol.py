@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from controller_core.model import TopicPartition
+from controller_core.channel_manager import ControllerChannelManager
+from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
 from controller_core.protocol.client import HttpStatusError, JsonConnection, split_url
 from controller_core.protocol.messages import (
     ALTER_ISR_PATH,
@@ -26,8 +27,12 @@ from controller_core.protocol.messages import (
     STOP_REPLICA_PATH,
     UPDATE_METADATA_PATH,
     ErrorCode,
+    LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
 )
+from controller_core.protocol.server import JsonHttpServer
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from tests.integration import test_broker_harness as harness
@@ -242,3 +247,44 @@ def test_controlled_shutdown_with_a_broker_epoch_as_a_float_is_refused_and_zooke
     message = refused(port, CONTROLLED_SHUTDOWN_PATH, {"broker_id": 1, "broker_epoch": float(epochs[1])})
     assert message == "ControlledShutdown request: Expected `int`, got `float` - at `$.broker_epoch`"
     assert zk_tree(zk) == before
+
+
+# -- the broker's answers, as the controller's channel decodes them ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "request_", "answer"),
+    [
+        (
+            LEADER_AND_ISR_PATH,
+            LeaderAndIsrRequest(100, 1, 1, [partition_state(TP, 1, 0, [1], [1])], []),
+            b'{"kind":"LeaderAndIsr","error_code":0,"partition_errors":[{"topic":"orders","partition":"0","error_code":0}]}',
+        ),
+        (
+            STOP_REPLICA_PATH,
+            StopReplicaRequest(100, 1, 1, []),
+            b'{"kind":"LeaderAndIsr","error_code":0,"partition_errors":[]}',
+        ),
+    ],
+)
+def test_a_wrongly_typed_answer_reaches_the_controller_as_unknown_server_error(
+    path: str, request_: LeaderAndIsrRequest | StopReplicaRequest, answer: bytes
+) -> None:
+    """An answer is decoded as the response to the request sent: nothing in it is taken at face value."""
+    server = JsonHttpServer("127.0.0.1", 0, post={path: lambda body: answer}, name="odd-broker")
+    server.start()
+    channels = ControllerChannelManager(request_timeout_s=5.0)
+    received: list[object] = []
+    try:
+        channels.add_broker(BrokerRegistration(1, (EndPoint("CONTROL", "127.0.0.1", server.port),)))
+        channels.send(1, request_, received.append)
+        wait_for(lambda: len(received) == 1, timeout=10, what="the answer")
+    finally:
+        channels.shutdown()
+        server.close()
+    (response,) = received
+    assert isinstance(response, LeaderAndIsrResponse | StopReplicaResponse)
+    assert type(response).kind == request_.kind
+    assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    expected = [TP] if isinstance(request_, LeaderAndIsrRequest) else []
+    assert response.errors_by_partition() == dict.fromkeys(expected, ErrorCode.UNKNOWN_SERVER_ERROR)
