@@ -63,9 +63,10 @@ def refused(port: int, path: str, body: dict[str, Any]) -> str:
 
 @pytest.fixture
 def broker(agents: Agents) -> AgentProcess:
-    """Broker 1 leads orders-0 at leader epoch 2 for controller epoch 5."""
+    """Broker 1 leads orders-0 (replicas 1 and 2, ISR 1) at leader epoch 2 for controller epoch 5."""
     agent = agents.start(1)
-    response = agent.send(leader_and_isr(agent, [partition_state(TP, 1, 2, [1], [1])], [agent], controller_epoch=5))
+    lead = leader_and_isr(agent, [partition_state(TP, 1, 2, [1], [1, 2])], [agent], controller_epoch=5)
+    response = agent.send(lead)
     assert isinstance(response, LeaderAndIsrResponse) and response.error_code == ErrorCode.NONE
     return agent
 
@@ -92,9 +93,11 @@ def observable(agent: AgentProcess) -> dict[str, Any]:
                     "zk_version",
                     "replicas",
                     "isr",
+                    "pending_isr",
                     "log_end_offset",
                 )
             }
+            | {"followers": [(f["broker_id"], f["log_end_offset"]) for f in replica.get("followers", [])]}
             for replica in state["replicas"]
         ],
     }
