@@ -19,12 +19,14 @@ Kafka's ``ControllerChannelManager`` (reference §6.4), over the HTTP/JSON proto
 * A request the broker refuses as malformed (HTTP 4xx) or fails on (HTTP 500) would fail the same
   way forever; it is answered locally with INVALID_REQUEST / UNKNOWN_SERVER_ERROR so that callbacks
   waiting on it (topic deletion) see a failure instead of a hang.
-* The callback runs on the sender thread with the decoded response object (``requests.*Response``).
+* The callback runs on the sender thread with the decoded response object
+  (``protocol.messages.*Response``). An answer that does not decode strictly as the response to that
+  request (a wrongly typed field anywhere, another ``kind``) is answered UNKNOWN_SERVER_ERROR.
   Callbacks must only enqueue controller events (the batch's callbacks do).
 
 The body of each request is encoded once, on the sender thread, and reused for every retry;
 UpdateMetadata partition lists shared by several brokers are encoded once for all of them
-(``protocol.encode_control_request``).
+(``protocol.messages.encode_control_request``).
 
 Metrics (``metrics()``, ``queue_size()``, ``total_queue_size()``): per broker the queue size,
 whether a request is in flight, requests sent, retries, last error, and queue time (last and max).
@@ -43,16 +45,18 @@ from http import HTTPStatus
 from typing import Any
 
 from controller_core.model import BrokerRegistration, EndPoint
-from controller_core.protocol import (
+from controller_core.protocol.client import HttpStatusError, JsonConnection
+from controller_core.protocol.messages import (
     CONTROL_LISTENER,
     REPLICATION_LISTENER,
-    HttpStatusError,
-    JsonConnection,
+    ControlRequest,
+    ControlResponse,
+    ErrorCode,
     control_request_path,
     decode_control_response,
+    empty_response_for,
     encode_control_request,
 )
-from controller_core.requests import ControlRequest, ControlResponse, ErrorCode, empty_response_for
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +209,7 @@ class _BrokerSender:
                 self._note_retry(request, exc)
                 continue
             try:
-                return decode_control_response(answer)
+                return decode_control_response(request.kind, answer)
             except ValueError as exc:
                 logger.error("broker %d answered %s with garbage: %s", self.broker_id, request.kind, exc)
                 self.last_error = str(exc)

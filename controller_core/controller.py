@@ -85,10 +85,10 @@ from controller_core.model import (
 )
 from controller_core.partition_state_machine import PartitionStateMachine, parse_config_bool
 from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
+from controller_core.protocol.messages import ErrorCode
 from controller_core.reassignment import ReassignmentManager
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
-from controller_core.requests import ErrorCode
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import TopicDeletionManager

@@ -10,7 +10,6 @@ NOT_CONTROLLER, which makes brokers re-read ``/controller`` and retry.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller_core.events import AlterIsrReceived, ApiPartitionReassignment, ControlledShutdown
 from controller_core.model import LeaderAndIsr, TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.messages import (
     ALTER_ISR_PATH,
     ALTER_PARTITION_REASSIGNMENTS_PATH,
     CONTROLLED_SHUTDOWN_PATH,
@@ -31,9 +30,13 @@ from controller_core.protocol import (
     AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    ErrorCode,
+    MessageError,
+    PartitionId,
     ReassignmentPartitionResult,
+    decode,
+    encode,
 )
-from controller_core.requests import ErrorCode
 
 if TYPE_CHECKING:
     from controller_core.controller import Controller
@@ -108,25 +111,19 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("api: " + format, *args)
 
-        def _send(self, status: int, body: Mapping[str, Any]) -> None:
-            payload = json.dumps(body, separators=(",", ":")).encode()
+        def _send(self, status: int, body: object) -> None:
+            payload = encode(body)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
 
-        def _body(self) -> Mapping[str, Any]:
+        def _body(self) -> bytes:
             length = int(self.headers.get("Content-Length") or 0)
             if length <= 0 or length > MAX_BODY_BYTES:
                 raise BadRequest(f"body must be 1..{MAX_BODY_BYTES} bytes")
-            try:
-                body = json.loads(self.rfile.read(length))
-            except ValueError as exc:
-                raise BadRequest(f"body is not JSON: {exc}") from None
-            if not isinstance(body, dict):
-                raise BadRequest("body must be a JSON object")
-            return body
+            return self.rfile.read(length)
 
         def do_GET(self) -> None:
             if self.path == STATUS_PATH:
@@ -145,16 +142,13 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
                     self._send(HTTPStatus.OK, self._alter_partition_reassignments(body))
                 else:
                     self._send(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path}"})
-            except BadRequest as exc:
+            except (BadRequest, MessageError) as exc:
                 self._send(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
             except TimeoutError:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the controller did not answer in time"})
 
-        def _alter_isr(self, body: Mapping[str, Any]) -> dict[str, Any]:
-            try:
-                request = AlterIsrRequest.from_dict(body)
-            except ValueError as exc:
-                raise BadRequest(str(exc)) from None
+        def _alter_isr(self, body: bytes) -> AlterIsrResponse:
+            request = decode(body, AlterIsrRequest, "AlterIsr request")
             partitions = {
                 p.topic_partition: (p.leader_epoch, p.new_isr, p.current_isr_version) for p in request.partitions
             }
@@ -162,38 +156,34 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
             box: dict[str, Any] = {}
 
             def reply(error: int, results: Mapping[TopicPartition, Any]) -> None:
-                box["response"] = alter_isr_response(error, results).to_dict()
+                box["response"] = alter_isr_response(error, results)
                 done.set()
 
             controller.events.put(AlterIsrReceived(request.broker_id, request.broker_epoch, partitions, reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
-            response: dict[str, Any] = box["response"]
+            response: AlterIsrResponse = box["response"]
             return response
 
-        def _controlled_shutdown(self, body: Mapping[str, Any]) -> dict[str, Any]:
-            try:
-                request = ControlledShutdownRequest.from_dict(body)
-            except ValueError as exc:
-                raise BadRequest(str(exc)) from None
+        def _controlled_shutdown(self, body: bytes) -> ControlledShutdownResponse:
+            request = decode(body, ControlledShutdownRequest, "ControlledShutdown request")
             done = threading.Event()
             box: dict[str, Any] = {}
 
             def reply(error: int, remaining: Sequence[TopicPartition]) -> None:
-                box["response"] = ControlledShutdownResponse(ErrorCode(error), tuple(remaining)).to_dict()
+                box["response"] = ControlledShutdownResponse(
+                    ErrorCode(error), tuple(PartitionId(tp.topic, tp.partition) for tp in remaining)
+                )
                 done.set()
 
             controller.events.put(ControlledShutdown(request.broker_id, request.broker_epoch, reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
-            response: dict[str, Any] = box["response"]
+            response: ControlledShutdownResponse = box["response"]
             return response
 
-        def _alter_partition_reassignments(self, body: Mapping[str, Any]) -> dict[str, Any]:
-            try:
-                request = AlterPartitionReassignmentsRequest.from_dict(body)
-            except ValueError as exc:
-                raise BadRequest(str(exc)) from None
+        def _alter_partition_reassignments(self, body: bytes) -> AlterPartitionReassignmentsResponse:
+            request = decode(body, AlterPartitionReassignmentsRequest, "AlterPartitionReassignments request")
             done = threading.Event()
             box: dict[str, Any] = {}
 
@@ -204,13 +194,14 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
                         ReassignmentPartitionResult(tp.topic, tp.partition, ErrorCode.parse(code), message)
                         for tp, (code, message) in sorted(results.items())
                     ),
-                ).to_dict()
+                )
                 done.set()
 
-            controller.events.put(ApiPartitionReassignment(dict(request.partitions), reply))
+            targets = {p.topic_partition: p.replicas for p in request.partitions}
+            controller.events.put(ApiPartitionReassignment(targets, reply))
             if not done.wait(REQUEST_TIMEOUT_S):
                 raise TimeoutError
-            response: dict[str, Any] = box["response"]
+            response: AlterPartitionReassignmentsResponse = box["response"]
             return response
 
     return Handler

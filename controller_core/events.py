@@ -145,7 +145,7 @@ class ApiPartitionReassignment(ControllerEvent):
     callback: Callable[[int, Mapping[TopicPartition, tuple[int, str]]], None]
 
     def preempt(self) -> None:
-        from controller_core.requests import ErrorCode
+        from controller_core.protocol.messages import ErrorCode
 
         self.callback(int(ErrorCode.NOT_CONTROLLER), {})
 
@@ -178,7 +178,7 @@ class ControlledShutdown(ControllerEvent):
     callback: Callable[[int, Sequence[TopicPartition]], None]
 
     def preempt(self) -> None:
-        from controller_core.requests import ErrorCode
+        from controller_core.protocol.messages import ErrorCode
 
         self.callback(int(ErrorCode.NOT_CONTROLLER), ())
 
@@ -194,7 +194,7 @@ class AlterIsrReceived(ControllerEvent):
     callback: Callable[[int, Mapping[TopicPartition, Any]], None]
 
     def preempt(self) -> None:
-        from controller_core.requests import ErrorCode
+        from controller_core.protocol.messages import ErrorCode
 
         self.callback(int(ErrorCode.NOT_CONTROLLER), {})
 

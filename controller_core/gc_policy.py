@@ -33,14 +33,49 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Final
 
-from controller_core.protocol import gc_paused
-
 logger = logging.getLogger(__name__)
+
+
+class _GcPause:
+    """Counts the threads inside ``gc_paused``: the collector is process-wide, so it comes back on
+    only when the last of them leaves (and only if it was on when the first entered)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.was_enabled = False
+
+
+_gc_pause = _GcPause()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk build or parse of many small objects.
+
+    Creating ~10^6 dicts and tuples triggers many collections that scan every young object again
+    and again; none of them can find garbage, since everything built is still referenced. Nests and
+    may be entered by several threads at once.
+    """
+    with _gc_pause.lock:
+        if _gc_pause.depth == 0:
+            _gc_pause.was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pause.depth += 1
+    try:
+        yield
+    finally:
+        with _gc_pause.lock:
+            _gc_pause.depth -= 1
+            if _gc_pause.depth == 0 and _gc_pause.was_enabled:
+                gc.enable()
+
 
 YOUNG_LIMIT: Final = 50_000
 """Objects allocated during one event above which it is followed by a collection and a freeze."""

@@ -34,7 +34,7 @@ from controller_core.errors import ControllerMovedError, IllegalStateError
 from controller_core.events import ApiPartitionReassignment, ZkPartitionReassignment
 from controller_core.model import PartitionAndReplica, ReplicaAssignment, TopicPartition
 from controller_core.ports import ZkCode
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ErrorCode
 from controller_core.states import PartitionState, ReplicaState
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import RequestTransport
-from controller_core.requests import (
+from controller_core.protocol.messages import (
     ErrorCode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -487,11 +487,7 @@ def _update_metadata_broker(broker: BrokerRegistration) -> UpdateMetadataBroker:
 
 
 def _coerce(response: Any, cls: type[Any]) -> Any:
-    if isinstance(response, cls):
-        return response
-    if isinstance(response, Mapping):
-        return cls.from_dict(response)
-    return None
+    return response if isinstance(response, cls) else None
 
 
 def _deliver_leader_and_isr(broker_id: int, handler: LeaderAndIsrResponseCallback, response: Any) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from controller_core.model import PartitionAndReplica, TopicPartition
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ErrorCode
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.zk import paths
 

@@ -78,10 +78,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import msgspec  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
+from controller_core.gc_policy import gc_paused  # noqa: E402
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition  # noqa: E402
-from controller_core.protocol import AlterIsrPartition, AlterIsrRequest, gc_paused  # noqa: E402
+from controller_core.protocol.messages import AlterIsrPartition, AlterIsrRequest  # noqa: E402
 from controller_core.zk import codecs, paths  # noqa: E402
 from controller_core.zk.store import ZkStore  # noqa: E402
 from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined  # noqa: E402
@@ -668,7 +670,7 @@ class Bench:
             assert stat is not None
             for i in range(0, len(parts), 5000):
                 request = AlterIsrRequest(leader, stat.czxid, tuple(parts[i : i + 5000]))
-                _http(url, "POST", "/v1/alter_isr", request.to_dict())
+                _http(url, "POST", "/v1/alter_isr", msgspec.to_builtins(request))
         self.idle(self.active())
         restored = sum(len(p) for p in by_leader.values())
         log(f"  ISR restored (AlterIsr from the leaders) for {restored} partitions")

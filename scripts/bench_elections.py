@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from kazoo.client import KazooClient  # noqa: E402 - after the path set-up above
 
 from controller_core.election import PreferredStrategy  # noqa: E402
+from controller_core.gc_policy import gc_paused  # noqa: E402
 from controller_core.model import (  # noqa: E402
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
@@ -56,7 +57,6 @@ from controller_core.model import (  # noqa: E402
 )
 from controller_core.partition_state_machine import PartitionStateMachine  # noqa: E402
 from controller_core.ports import ZkCode  # noqa: E402
-from controller_core.protocol import gc_paused  # noqa: E402
 from controller_core.state_change_log import DEFERRED_RECORDS  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from controller_core.zk.store import ControllerEpoch, ZkStore  # noqa: E402

@@ -29,9 +29,9 @@ from controller_core.model import (
 )
 from controller_core.partition_state_machine import PartitionStateMachine
 from controller_core.ports import LeaderAndIsrWrite, PartitionStateRead, ZkCode
+from controller_core.protocol.messages import empty_response_for
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
-from controller_core.requests import empty_response_for
 from controller_core.state_change_log import MemorySink, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 

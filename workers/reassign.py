@@ -40,17 +40,17 @@ from django.utils import timezone
 
 from controller_core.errors import ZkOperationError
 from controller_core.model import TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.client import JsonConnection, split_url
+from controller_core.protocol.messages import (
     ALTER_PARTITION_REASSIGNMENTS_PATH,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
-    JsonConnection,
-    dumps,
-    loads_object,
-    split_url,
+    ErrorCode,
+    ReassignmentTarget,
+    decode,
+    encode,
 )
 from controller_core.reassign_plan import to_kafka_json, validate
-from controller_core.requests import ErrorCode
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
@@ -266,11 +266,13 @@ def send_cancel(
     host, port = split_url(endpoint)
     conn = JsonConnection(host, port, timeout=timeout)
     try:
-        request = AlterPartitionReassignmentsRequest(tuple((tp, None) for tp in partitions))
-        body = conn.post(ALTER_PARTITION_REASSIGNMENTS_PATH, dumps(request.to_dict()))
+        request = AlterPartitionReassignmentsRequest(
+            tuple(ReassignmentTarget(tp.topic, tp.partition, None) for tp in partitions)
+        )
+        body = conn.post(ALTER_PARTITION_REASSIGNMENTS_PATH, encode(request))
     finally:
         conn.close()
-    return AlterPartitionReassignmentsResponse.from_dict(loads_object(body, "AlterPartitionReassignments response"))
+    return decode(body, AlterPartitionReassignmentsResponse, "AlterPartitionReassignments response")
 
 
 def run_cancel(action: Action, store: ZkStore) -> Action:

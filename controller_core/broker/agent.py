@@ -46,7 +46,8 @@ from controller_core.broker.producer import SyntheticProducer
 from controller_core.broker.registration import BrokerRegistrar
 from controller_core.broker.replica_manager import ReplicaManager
 from controller_core.model import BrokerRegistration, EndPoint
-from controller_core.protocol import CONTROL_LISTENER, REPLICATION_LISTENER, ControlledShutdownRequest, JsonHttpServer
+from controller_core.protocol.messages import CONTROL_LISTENER, REPLICATION_LISTENER, ControlledShutdownRequest
+from controller_core.protocol.server import JsonHttpServer
 from controller_core.signal_wait import wait_until_set
 from controller_core.zk.client import new_client, stop_client
 from controller_core.zk.store import ZkStore
@@ -233,7 +234,7 @@ class BrokerAgent:
                     len(response.remaining_partitions),
                     ""
                     if not response.remaining_partitions
-                    else f" ({', '.join(map(str, response.remaining_partitions[:10]))})",
+                    else f" ({', '.join(str(p.topic_partition) for p in response.remaining_partitions[:10])})",
                 )
             # Kafka sleeps after every failed attempt, the last one included.
             # Not Event.wait: a second SIGTERM's handler sets this event on this (the main) thread.

@@ -25,8 +25,13 @@ from typing import Protocol
 from controller_core.broker.controller_client import ControllerUnavailableError
 from controller_core.broker.partition import IsrProposal
 from controller_core.model import TopicPartition
-from controller_core.protocol import AlterIsrPartition, AlterIsrPartitionResult, AlterIsrRequest, AlterIsrResponse
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import (
+    AlterIsrPartition,
+    AlterIsrPartitionResult,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    ErrorCode,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from http import HTTPStatus
 from typing import Any
 
 from controller_core.broker.replica_manager import ReplicaManager
-from controller_core.protocol import (
+from controller_core.gc_policy import gc_paused
+from controller_core.protocol.messages import (
     FETCH_PATH,
     HEALTH_PATH,
     LEADER_AND_ISR_PATH,
@@ -21,15 +22,13 @@ from controller_core.protocol import (
     STOP_REPLICA_PATH,
     UPDATE_METADATA_PATH,
     FetchRequest,
-    HttpError,
-    JsonHttpServer,
-    decode_control_request,
-    dumps,
-    encode_control_response,
-    gc_paused,
-    loads_object,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    decode,
+    encode,
 )
-from controller_core.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from controller_core.protocol.server import HttpError, JsonHttpServer
 
 logger = logging.getLogger(__name__)
 
@@ -73,39 +72,36 @@ class BrokerApi:
             raise HttpError(HTTPStatus.SERVICE_UNAVAILABLE, f"broker {self._replicas.broker_id} is not registered yet")
 
     # One collector pause spans decoding, handling and encoding: a 100,000-partition request builds
-    # about a million objects, and every re-enabling in between would rescan all of them.
+    # about a million objects, and every re-enabling in between would rescan all of them. A body
+    # that does not decode raises MessageError (HTTP 400) before anything is applied.
 
     def _leader_and_isr(self, body: bytes) -> bytes:
         self._require_registered()
         with gc_paused():
-            request = decode_control_request(LEADER_AND_ISR_PATH, body)
-            assert isinstance(request, LeaderAndIsrRequest)
-            return encode_control_response(self._replicas.handle_leader_and_isr(request))
+            request = decode(body, LeaderAndIsrRequest, "LeaderAndIsr request")
+            return encode(self._replicas.handle_leader_and_isr(request))
 
     def _stop_replica(self, body: bytes) -> bytes:
         self._require_registered()
         with gc_paused():
-            request = decode_control_request(STOP_REPLICA_PATH, body)
-            assert isinstance(request, StopReplicaRequest)
-            return encode_control_response(self._replicas.handle_stop_replica(request))
+            request = decode(body, StopReplicaRequest, "StopReplica request")
+            return encode(self._replicas.handle_stop_replica(request))
 
     def _update_metadata(self, body: bytes) -> bytes:
         self._require_registered()
         with gc_paused():
-            request = decode_control_request(UPDATE_METADATA_PATH, body)
-            assert isinstance(request, UpdateMetadataRequest)
-            return encode_control_response(self._replicas.handle_update_metadata(request))
+            request = decode(body, UpdateMetadataRequest, "UpdateMetadata request")
+            return encode(self._replicas.handle_update_metadata(request))
 
     def _fetch(self, body: bytes) -> bytes:
         self._require_registered()
-        request = FetchRequest.from_dict(loads_object(body, "fetch request"))
-        return dumps(self._replicas.handle_fetch(request).to_dict())
+        return encode(self._replicas.handle_fetch(decode(body, FetchRequest, "fetch request")))
 
     def _get_state(self, query: Mapping[str, str]) -> bytes:
-        return dumps(self._state(query))
+        return encode(self._state(query))
 
     def _get_health(self, query: Mapping[str, str]) -> bytes:
         healthy, detail = self._health()
         if not healthy:
             raise HttpError(HTTPStatus.SERVICE_UNAVAILABLE, str(detail.get("reason", "unhealthy")))
-        return dumps(detail)
+        return encode(detail)

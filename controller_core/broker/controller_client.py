@@ -21,19 +21,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
-from controller_core.protocol import (
+from controller_core.protocol.client import HttpStatusError, JsonConnection, controller_endpoint, split_url
+from controller_core.protocol.messages import (
     ALTER_ISR_PATH,
     CONTROLLED_SHUTDOWN_PATH,
     AlterIsrRequest,
     AlterIsrResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    HttpStatusError,
-    JsonConnection,
-    controller_endpoint,
-    dumps,
-    loads_object,
-    split_url,
+    decode,
+    encode,
 )
 from controller_core.zk import codecs, paths
 
@@ -138,16 +135,16 @@ class ControllerClient:
     # -- API calls -------------------------------------------------------------------------------
 
     def alter_isr(self, request: AlterIsrRequest) -> AlterIsrResponse:
-        body = self._post(ALTER_ISR_PATH, dumps(request.to_dict()))
+        body = self._post(ALTER_ISR_PATH, encode(request))
         try:
-            return AlterIsrResponse.from_dict(loads_object(body, "AlterIsr response"))
+            return decode(body, AlterIsrResponse, "AlterIsr response")
         except ValueError as exc:
             raise ControllerUnavailableError(f"the controller answered AlterIsr with garbage: {exc}") from None
 
     def controlled_shutdown(self, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-        body = self._post(CONTROLLED_SHUTDOWN_PATH, dumps(request.to_dict()))
+        body = self._post(CONTROLLED_SHUTDOWN_PATH, encode(request))
         try:
-            return ControlledShutdownResponse.from_dict(loads_object(body, "ControlledShutdown response"))
+            return decode(body, ControlledShutdownResponse, "ControlledShutdown response")
         except ValueError as exc:
             raise ControllerUnavailableError(
                 f"the controller answered ControlledShutdown with garbage: {exc}"

@@ -29,17 +29,16 @@ from typing import Any, Protocol
 from controller_core.broker.config import BrokerConfig
 from controller_core.broker.replica_manager import FollowerFetchOutcome
 from controller_core.model import TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.client import HttpStatusError, JsonConnection
+from controller_core.protocol.messages import (
     FETCH_PATH,
     FetchPartition,
     FetchRequest,
     FetchResponse,
-    HttpStatusError,
-    JsonConnection,
-    dumps,
-    loads_object,
+    LiveLeader,
+    decode,
+    encode,
 )
-from controller_core.requests import LiveLeader
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +180,8 @@ class ReplicaFetcherThread:
             broker_epoch=self._broker_epoch(),
         )
         try:
-            body = self._connection.post(FETCH_PATH, dumps(request.to_dict()))
-            response = FetchResponse.from_dict(loads_object(body, "fetch response"))
+            body = self._connection.post(FETCH_PATH, encode(request))
+            response = decode(body, FetchResponse, "fetch response")
         except (OSError, http.client.HTTPException, HttpStatusError, ValueError) as exc:
             if self._stopped.is_set():
                 return None

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from controller_core.model import LEADER_DURING_DELETE, TopicPartition
-from controller_core.requests import UpdateMetadataBroker, UpdateMetadataPartitionState, UpdateMetadataRequest
+from controller_core.protocol.messages import UpdateMetadataBroker, UpdateMetadataPartitionState, UpdateMetadataRequest
 
 
 class MetadataCache:
@@ -81,7 +83,7 @@ class MetadataCache:
             "updates": self.updates,
             "stale_states_ignored": self.stale_states_ignored,
             "partition_count": len(self.partitions),
-            "live_brokers": [b.to_dict() for b in sorted(self.live_brokers.values(), key=lambda b: b.id)],
+            "live_brokers": [msgspec.to_builtins(b) for b in sorted(self.live_brokers.values(), key=lambda b: b.id)],
         }
         if include_partitions:
             states = (s for tp, s in sorted(self.partitions.items()) if topic is None or tp.topic == topic)

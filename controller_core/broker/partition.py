@@ -38,8 +38,7 @@ from typing import Any, Final, NamedTuple
 
 from controller_core.broker.log import ReplicaLog
 from controller_core.model import TopicPartition
-from controller_core.protocol import AlterIsrPartitionResult
-from controller_core.requests import ErrorCode, LeaderAndIsrPartitionState
+from controller_core.protocol.messages import AlterIsrPartitionResult, ErrorCode, LeaderAndIsrPartitionState
 
 UNKNOWN_OFFSET = -1
 

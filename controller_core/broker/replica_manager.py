@@ -47,16 +47,14 @@ from controller_core.broker.partition import (
     Partition,
     Role,
 )
+from controller_core.gc_policy import gc_paused
 from controller_core.model import EPOCH_DURING_DELETE, NO_BROKER_EPOCH, NO_EPOCH, TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.messages import (
     AlterIsrPartitionResult,
+    ErrorCode,
     FetchedPartition,
     FetchRequest,
     FetchResponse,
-    gc_paused,
-)
-from controller_core.requests import (
-    ErrorCode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,

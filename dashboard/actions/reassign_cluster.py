@@ -20,7 +20,7 @@ from urllib.parse import quote
 from django.conf import settings
 
 from controller_core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
-from controller_core.protocol import controller_endpoint
+from controller_core.protocol.client import controller_endpoint
 from controller_core.reassign_plan import ClusterView, PartitionSize
 from controller_core.zk.store import ZkStore
 from dashboard.clusters.views.agent import agent_url

@@ -13,8 +13,7 @@ import urllib.request
 from typing import Any
 
 from controller_core.model import TopicPartition
-from controller_core.protocol import ALTER_PARTITION_REASSIGNMENTS_PATH
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ALTER_PARTITION_REASSIGNMENTS_PATH, ErrorCode
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from scripts.reliability.cluster import Cluster, wait_until

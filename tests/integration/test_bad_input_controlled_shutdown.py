@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ErrorCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from tests.integration.test_controller_zk import Candidates, FakeBrokers

@@ -12,16 +12,10 @@ import pytest
 
 from controller_core.channel_manager import ControllerChannelManager
 from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.messages import (
     LEADER_AND_ISR_PATH,
     STOP_REPLICA_PATH,
     UPDATE_METADATA_PATH,
-    HttpError,
-    JsonHttpServer,
-    decode_control_request,
-    encode_control_response,
-)
-from controller_core.requests import (
     ControlResponse,
     ErrorCode,
     LeaderAndIsrRequest,
@@ -31,8 +25,11 @@ from controller_core.requests import (
     StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    decode_control_request,
     empty_response_for,
+    encode,
 )
+from controller_core.protocol.server import HttpError, JsonHttpServer
 from scripts.devservices import free_port
 from tests.integration import test_broker_harness as harness
 from tests.integration.test_broker_harness import Agents, partition_state
@@ -64,7 +61,7 @@ class FakeBroker:
             try:
                 if self.before_answer is not None:
                     self.before_answer(request)
-                return encode_control_response(empty_response_for(request))
+                return encode(empty_response_for(request))
             finally:
                 with self._lock:
                     self.in_flight -= 1

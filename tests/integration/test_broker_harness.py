@@ -28,7 +28,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.client import JsonConnection
+from controller_core.protocol.messages import (
     ALTER_ISR_PATH,
     CONTROLLED_SHUTDOWN_PATH,
     AlterIsrPartitionResult,
@@ -36,22 +37,19 @@ from controller_core.protocol import (
     AlterIsrResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    JsonConnection,
-    JsonHttpServer,
-    control_request_path,
-    decode_control_response,
-    dumps,
-    encode_control_request,
-    loads_object,
-)
-from controller_core.requests import (
     ControlRequest,
     ControlResponse,
     ErrorCode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LiveLeader,
+    control_request_path,
+    decode,
+    decode_control_response,
+    encode,
+    encode_control_request,
 )
+from controller_core.protocol.server import JsonHttpServer
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT, free_port
 from tests.support.zk import wait_for
@@ -145,7 +143,8 @@ class AgentProcess:
         conn = JsonConnection("127.0.0.1", self.port, timeout=10.0)
         try:
             suffix = "?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else ""
-            return loads_object(conn.get("/v1/state" + suffix), "state")
+            state: dict[str, Any] = json.loads(conn.get("/v1/state" + suffix))
+            return state
         finally:
             conn.close()
 
@@ -165,7 +164,9 @@ class AgentProcess:
     def send(self, request: ControlRequest) -> ControlResponse:
         conn = JsonConnection("127.0.0.1", self.port, timeout=30.0)
         try:
-            return decode_control_response(conn.post(control_request_path(request), encode_control_request(request)))
+            return decode_control_response(
+                request.kind, conn.post(control_request_path(request), encode_control_request(request))
+            )
         finally:
             conn.close()
 
@@ -245,7 +246,7 @@ class FakeController:
         return self
 
     def _alter_isr(self, body: bytes) -> bytes:
-        request = AlterIsrRequest.from_dict(loads_object(body, "AlterIsr"))
+        request = decode(body, AlterIsrRequest, "AlterIsr request")
         with self._lock:
             self.alter_isr_requests.append(request)
             results = []
@@ -265,14 +266,14 @@ class FakeController:
                         p.current_isr_version + 1,
                     )
                 )
-        return dumps(AlterIsrResponse(ErrorCode.NONE, tuple(results)).to_dict())
+        return encode(AlterIsrResponse(ErrorCode.NONE, tuple(results)))
 
     def _controlled_shutdown(self, body: bytes) -> bytes:
-        request = ControlledShutdownRequest.from_dict(loads_object(body, "ControlledShutdown"))
+        request = decode(body, ControlledShutdownRequest, "ControlledShutdown request")
         with self._lock:
             self.shutdown_requests.append(request)
             answer = self.shutdown_answers.pop(0) if self.shutdown_answers else ControlledShutdownResponse()
-        return dumps(answer.to_dict())
+        return encode(answer)
 
     def proposed_isrs(self, tp: TopicPartition) -> list[tuple[int, ...]]:
         with self._lock:
@@ -340,7 +341,7 @@ def test_an_agent_registers_and_reports_healthy(agents: Agents) -> None:
     agent = agents.start(1)
     conn = JsonConnection("127.0.0.1", agent.port, timeout=5.0)
     try:
-        health = loads_object(conn.get("/healthz"), "health")
+        health = json.loads(conn.get("/healthz"))
     finally:
         conn.close()
     assert health == {"broker_id": 1, "broker_epoch": agent.epoch, "registered": True, "zookeeper_connected": True}
@@ -354,9 +355,8 @@ def test_the_fake_controller_is_found_through_the_controller_znode(zk: KazooClie
     assert info.extra["endpoint"] == controller.server.url
     conn = JsonConnection("127.0.0.1", controller.server.port)
     try:
-        answer = ControlledShutdownResponse.from_dict(
-            loads_object(conn.post(CONTROLLED_SHUTDOWN_PATH, dumps({"broker_id": 1, "broker_epoch": 5})), "answer")
-        )
+        body = conn.post(CONTROLLED_SHUTDOWN_PATH, b'{"broker_id":1,"broker_epoch":5}')
+        answer = decode(body, ControlledShutdownResponse, "answer")
     finally:
         conn.close()
     assert answer.succeeded

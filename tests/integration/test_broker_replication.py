@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 from controller_core.model import TopicPartition
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ErrorCode
 from tests.integration import test_broker_harness as harness
 from tests.integration.test_broker_harness import AgentProcess, Agents, FakeController, leader_and_isr, partition_state
 from tests.support.zk import wait_for

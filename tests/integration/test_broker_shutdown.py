@@ -7,9 +7,12 @@ import signal
 import pytest
 from kazoo.client import KazooClient
 
-from controller_core.model import TopicPartition
-from controller_core.protocol import ControlledShutdownRequest, ControlledShutdownResponse
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ErrorCode,
+    PartitionId,
+)
 from controller_core.zk import paths
 from tests.integration import test_broker_harness as harness
 from tests.integration.test_broker_harness import Agents, FakeController
@@ -17,7 +20,7 @@ from tests.integration.test_broker_harness import Agents, FakeController
 agents = harness.agents
 controller = harness.controller
 
-REMAINING = ControlledShutdownResponse(ErrorCode.NONE, (TopicPartition("orders", 0),))
+REMAINING = ControlledShutdownResponse(ErrorCode.NONE, (PartitionId("orders", 0),))
 
 
 def test_sigterm_asks_the_controller_then_deregisters_and_exits(

@@ -15,15 +15,13 @@ from django.test import Client
 from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition as TP
-from controller_core.protocol import (
+from controller_core.protocol.client import JsonConnection, split_url
+from controller_core.protocol.messages import (
     ALTER_PARTITION_REASSIGNMENTS_PATH,
-    AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
-    JsonConnection,
-    dumps,
-    split_url,
+    ErrorCode,
+    decode,
 )
-from controller_core.requests import ErrorCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.actions.models import Action
@@ -216,11 +214,14 @@ def test_cancel_reverts_a_partition_whose_new_replica_cannot_catch_up(
     host, port = split_url(endpoint)
     conn = JsonConnection(host, port)
     try:
-        bad = AlterPartitionReassignmentsRequest(((TP("orders", 1), (2, 2)), (TP("orders", 0), (1, 7))))
-        raw = conn.post(ALTER_PARTITION_REASSIGNMENTS_PATH, dumps(bad.to_dict()))
+        bad = (
+            b'{"partitions":[{"topic":"orders","partition":1,"replicas":[2,2]},'
+            b'{"topic":"orders","partition":0,"replicas":[1,7]}]}'
+        )
+        raw = conn.post(ALTER_PARTITION_REASSIGNMENTS_PATH, bad)
     finally:
         conn.close()
-    results = AlterPartitionReassignmentsResponse.from_dict(json.loads(raw)).partitions
+    results = decode(raw, AlterPartitionReassignmentsResponse, "answer").partitions
     assert [(r.partition, r.error_code) for r in results] == [
         (0, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
         (1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),

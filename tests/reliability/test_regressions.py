@@ -17,7 +17,7 @@ from controller_core.broker.controller_client import ControllerClient, Controlle
 from controller_core.broker.registration import BrokerRegistrar
 from controller_core.config import ControllerConfig
 from controller_core.model import BrokerRegistration, EndPoint
-from controller_core.protocol import ControlledShutdownRequest
+from controller_core.protocol.messages import ControlledShutdownRequest
 from controller_core.runner import ControllerRunner
 from controller_core.zk import codecs, paths
 from controller_core.zk.client import stop_client

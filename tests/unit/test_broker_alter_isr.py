@@ -9,8 +9,7 @@ from controller_core.broker.alter_isr import AlterIsrManager
 from controller_core.broker.controller_client import ControllerUnavailableError
 from controller_core.broker.partition import IsrProposal, IsrState
 from controller_core.model import TopicPartition
-from controller_core.protocol import AlterIsrPartitionResult, AlterIsrRequest, AlterIsrResponse
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import AlterIsrPartitionResult, AlterIsrRequest, AlterIsrResponse, ErrorCode
 from tests.support.zk import wait_for
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

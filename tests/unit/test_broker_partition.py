@@ -7,8 +7,7 @@ import pytest
 from controller_core.broker.log import ReplicaLog
 from controller_core.broker.partition import FollowerState, NotEnoughReplicasError, NotLeaderError, Partition, Role
 from controller_core.model import TopicPartition
-from controller_core.protocol import AlterIsrPartitionResult
-from controller_core.requests import ErrorCode, LeaderAndIsrPartitionState
+from controller_core.protocol.messages import AlterIsrPartitionResult, ErrorCode, LeaderAndIsrPartitionState
 
 TP = TopicPartition("orders", 0)
 LAG_MS = 10_000.0

@@ -12,15 +12,13 @@ from controller_core.broker.log import ReplicaLog
 from controller_core.broker.partition import IsrProposal, Role
 from controller_core.broker.replica_manager import AppendResult, ReplicaManager
 from controller_core.model import TopicPartition
-from controller_core.protocol import (
+from controller_core.protocol.messages import (
     AlterIsrPartitionResult,
+    ErrorCode,
     FetchedPartition,
     FetchPartition,
     FetchRequest,
     FetchResponse,
-)
-from controller_core.requests import (
-    ErrorCode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LiveLeader,

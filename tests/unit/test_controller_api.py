@@ -12,7 +12,7 @@ import pytest
 from controller_core.controller_api import ControllerApiServer
 from controller_core.events import AlterIsrReceived, ControlledShutdown, ControllerEvent
 from controller_core.model import LeaderAndIsr, TopicPartition
-from controller_core.requests import ErrorCode
+from controller_core.protocol.messages import ErrorCode
 
 
 class StubEvents:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller_core.gc_policy import EventGcPolicy
+from controller_core.gc_policy import EventGcPolicy, gc_paused
 
 
 @pytest.fixture(autouse=True)
@@ -112,3 +112,19 @@ def test_a_pending_collection_runs_before_the_next_event_and_holds_back_the_peri
     assert gc.isenabled() and len(kept) == 5000
     policy.after_event(queue_empty=True)
     assert policy.full_collections == 1
+
+
+def test_the_collector_pause_nests_and_restores_the_previous_setting() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
