@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from controller_core.model import PartitionAndReplica, TopicPartition
+from controller_core.protocol.messages import ErrorCode
 from controller_core.request_batch import ControllerBrokerRequestBatch
-from controller_core.requests import ErrorCode
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import TopicDeletionManager
 from tests.fakes import FakePartitionStateStore, Harness, broker, make_harness
