@@ -24,17 +24,16 @@ from dashboard.actions import roles
 from dashboard.actions.models import Action
 from dashboard.actions.signals import cluster_snapshot, record_change, user_snapshot
 from dashboard.actions.views import forbidden
+from dashboard.clusters.forms import ClusterRegistrationForm
 from dashboard.clusters.models import Cluster
 
 MAX_NOTE: Final = 500
 
 
-class ClusterForm(forms.ModelForm):  # type: ignore[type-arg]
-    note = forms.CharField(required=False, max_length=MAX_NOTE, label="Note for the audit history")
+class ClusterForm(ClusterRegistrationForm):
+    """The registration form (checked against ZooKeeper, ``dashboard.clusters.forms``) plus an audit note."""
 
-    class Meta:
-        model = Cluster
-        fields = ("name", "zookeeper_connect", "mode", "description")
+    note = forms.CharField(required=False, max_length=MAX_NOTE, label="Note for the audit history")
 
 
 class NewUserForm(forms.Form):
@@ -132,7 +131,15 @@ def cluster_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
                         cluster=cluster.name,
                         reason=form.cleaned_data.get("note", ""),
                     )
-            messages.success(request, f"Cluster {cluster.name} {'registered' if before is None else 'saved'}.")
+            found = f" ZooKeeper holds {form.probe.summary}." if form.probe is not None else ""
+            watched = " Workers start mirroring it" + (
+                " and host its controller candidates" if cluster.mode == Cluster.Mode.MANAGED else ""
+            )
+            messages.success(
+                request,
+                f"Cluster {cluster.name} {'registered' if before is None else 'saved'}.{found}{watched}"
+                " within seconds.",
+            )
             return redirect("actions:admin-clusters")
         error = _errors(form)
         _refused(request, Action.Kind.CLUSTER_CHANGE, name or str(request.POST.get("name", ""))[:50], error, {})

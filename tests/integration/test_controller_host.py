@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT
+from tests.support.processes import manage
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow
@@ -33,19 +34,22 @@ class Workers:
         self.redis_url = redis_url
         self.tmp = tmp
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-
-    def start(self, controller_id: int) -> subprocess.Popen[bytes]:
-        env = dict(
+        self.env = dict(
             os.environ,
             WORKER_ROLES="controller",
-            CONTROLLER_ID=str(controller_id),
-            CONTROLLER_CLUSTER="hosttest",
             ZOOKEEPER_CONNECT=self.connect,
             ZOOKEEPER_SESSION_TIMEOUT_S="4",
             REDIS_URL=self.redis_url,
             STATE_CHANGE_LOG_DIR=str(self.tmp / "scl"),
             DATABASE_URL=f"sqlite:///{self.tmp / 'db.sqlite3'}",
+            VAR_DIR=str(self.tmp / "var"),
         )
+        # Workers host candidates for the registered managed clusters (workers.controller_fleet).
+        manage(self.env, "migrate", "--noinput", "-v", "0")
+        manage(self.env, "ensure_cluster", "--name", "hosttest", "--zookeeper", connect, "--mode", "managed")
+
+    def start(self, controller_id: int) -> subprocess.Popen[bytes]:
+        env = dict(self.env, CONTROLLER_ID=str(controller_id))
         log = open(self.tmp / f"worker-{controller_id}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-c", "1", "-n", f"c{controller_id}@%h"],
