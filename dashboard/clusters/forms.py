@@ -45,16 +45,17 @@ class ClusterRegistrationForm(forms.ModelForm):  # type: ignore[type-arg]
         except forms.ValidationError as exc:
             self._update_errors(exc)
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
+    def _post_clean(self) -> None:
+        # After the model's own validation (connect string syntax, mode): probe only what parses.
+        super()._post_clean()
+        data = self.cleaned_data
         connect, mode = data.get("zookeeper_connect"), data.get("mode")
         if self.errors or not connect or not mode:
-            return data
+            return
         unchanged = self.instance.pk is not None and not {"zookeeper_connect", "mode"} & set(self.changed_data)
         if unchanged:
-            return data
+            return
         try:
             self.probe = probe_cluster(str(connect), str(mode))
         except ProbeError as exc:
             self.add_error("zookeeper_connect", str(exc))
-        return data

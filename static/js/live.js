@@ -268,9 +268,11 @@
   function staleReason() {
     if (!lastStatus) { return snapshotSeen ? "no heartbeat from the mirror" : null; }
     if (Date.now() - lastStatusAt > STALE_AFTER_MS) { return "no heartbeat from the mirror"; }
-    if (lastStatus.present === false) { return "no mirror data"; }
-    if (lastStatus.zk_state && lastStatus.zk_state !== "CONNECTED") { return "ZooKeeper " + String(lastStatus.zk_state).toLowerCase(); }
-    if (lastStatus.resync_pending) { return "resyncing"; }
+    var zk = lastStatus.zk_state ? String(lastStatus.zk_state) : "";
+    if (zk === "UNREACHABLE" || zk === "SUSPENDED" || zk === "LOST") { return "ZooKeeper unreachable"; }
+    if (lastStatus.present === false) { return "not mirrored yet"; }
+    if (zk && zk !== "CONNECTED") { return "ZooKeeper " + zk.toLowerCase(); }
+    if (lastStatus.resync_pending) { return "mirror resyncing"; }
     if (lastStatus.heartbeat_at && lastStatus.now && lastStatus.now - lastStatus.heartbeat_at > STALE_AFTER_MS) { return "mirror not running"; }
     return null;
   }
@@ -290,7 +292,7 @@
     if (banner) {
       if (cls === "stale" && reason) {
         banner.hidden = false;
-        banner.textContent = "The mirror of this cluster is " + reason + ": what you see may be out of date.";
+        banner.textContent = "What you see may be out of date: " + reason + ".";
       } else if (cls === "live") {
         banner.hidden = true;
       }
