@@ -99,7 +99,7 @@ def _refused(request: HttpRequest, kind: str, subject: str, error: str, params: 
 def save_cluster(form: ClusterForm, before: dict[str, Any] | None, user: Any) -> Cluster:
     """Save a valid registration form and record the change (the pages and the JSON API)."""
     with transaction.atomic():
-        cluster = form.save()
+        cluster: Cluster = form.save()
         after = cluster_snapshot(cluster)
         if after != before:
             record_change(

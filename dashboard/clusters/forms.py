@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard.clusters.connect import parse_connect_string
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.probe import ProbeError, ProbeResult, probe_cluster
 
@@ -32,30 +33,24 @@ class ClusterRegistrationForm(forms.ModelForm):  # type: ignore[type-arg]
     def clean_name(self) -> str:
         name = str(self.cleaned_data["name"])
         taken = Cluster.objects.filter(name=name).exclude(pk=self.instance.pk)
-        if taken.exists():
+        if taken.exists():  # said before the model's own unique check, which then skips the field
             raise forms.ValidationError(f"a cluster named {name!r} is registered already", code="duplicate")
         return name
 
-    def validate_unique(self) -> None:
-        # ``clean_name`` said it first and better; the database constraint still backs it.
-        exclude = self._get_validation_exclusions()
-        exclude.add("name")
-        try:
-            self.instance.validate_unique(exclude=exclude)
-        except forms.ValidationError as exc:
-            self._update_errors(exc)
-
-    def _post_clean(self) -> None:
-        # After the model's own validation (connect string syntax, mode): probe only what parses.
-        super()._post_clean()
-        data = self.cleaned_data
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
         connect, mode = data.get("zookeeper_connect"), data.get("mode")
         if self.errors or not connect or not mode:
-            return
+            return data
+        try:
+            parse_connect_string(str(connect))
+        except ValueError:
+            return data  # the model's validator says what is wrong with it
         unchanged = self.instance.pk is not None and not {"zookeeper_connect", "mode"} & set(self.changed_data)
         if unchanged:
-            return
+            return data
         try:
             self.probe = probe_cluster(str(connect), str(mode))
         except ProbeError as exc:
             self.add_error("zookeeper_connect", str(exc))
+        return data

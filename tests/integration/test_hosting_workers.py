@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,9 @@ def test_a_big_resync_does_not_stall_another_cluster_in_the_same_worker(
         def count(cluster: str, name: str) -> int:
             return int(rds.hget(layout.counts_key(cluster), name) or 0)
 
+        def small_has(topics: int) -> bool:
+            return count("small", "topics") == topics
+
         wait_for(lambda: count("big", "partitions") == partitions, timeout=180, interval=0.2, what="big mirrored")
         wait_for(lambda: count("small", "partitions") == 4, timeout=30, what="small mirrored")
         print(f"both mirrored at {time.monotonic() - t0:.1f} s")
@@ -143,7 +147,7 @@ def test_a_big_resync_does_not_stall_another_cluster_in_the_same_worker(
             topics += 1
             small.create_topic(f"late-{topics}", {0: [1, 2]})
             written = time.monotonic()
-            wait_for(lambda n=topics: count("small", "topics") == n, timeout=30, interval=0.01, what="small live")
+            wait_for(partial(small_has, topics), timeout=30, interval=0.01, what="small live")
             latencies.append(time.monotonic() - written)
             beat = int(rds.hget(layout.meta_key("small"), "heartbeat_at") or 0)
             heartbeat_ages.append(time.time() - beat / 1000.0)
