@@ -132,7 +132,19 @@
     if (applied.length > APPLIED_MAX) { applied.splice(0, applied.length - APPLIED_MAX); }
   }
 
+  var reloading = false;
+  function firstSync(gen) {
+    if (reloading || root.dataset.renderedGen !== "" || !gen) { return reloading; }
+    reloading = true;
+    location.reload();
+    return true;
+  }
+
   function onSnapshot(msg) {
+    // A page rendered before the cluster's first sync (just registered, or its ZooKeeper was
+    // unreachable) has server-rendered tables with nothing in them: the first real snapshot reloads
+    // it once, so tables the live updates do not rebuild (brokers, topics) are filled in too.
+    if (firstSync(msg.gen)) { return; }
     resyncPending = false;
     snapshotSeen = true;
     held.gen = msg.gen;
@@ -171,6 +183,7 @@
   }
 
   function onStatus(status) {
+    if (firstSync(status.gen)) { return; }
     lastStatus = status;
     lastStatusAt = Date.now();
     if (status.gen && held.gen && status.gen !== held.gen && !status.resync_pending) { resync(); }

@@ -222,6 +222,8 @@ def test_an_observed_cluster_registered_in_the_browser_is_mirrored_repointed_and
     text_becomes(page, '.card [data-count="partitions"]', "6")
     text_becomes(page, '[data-controller="id"]', "2")
     text_becomes(page, "#live-indicator .live-label", "live")
+    # The page was rendered before the first sync: the first snapshot reloads it once, filling the tables.
+    page.wait_for_selector('#broker-load tr[data-broker="3"]', timeout=10_000)
     page.goto(stack.url + "/clusters/kafka28/brokers/")
     rows = page.eval_on_selector_all("tr[data-broker]", "els => els.map(e => e.dataset.broker)")
     assert sorted(rows) == ["1", "2", "3"]
@@ -312,5 +314,11 @@ def test_a_managed_cluster_registered_in_the_browser_elects_and_survives_its_act
         interval=0.2,
         what="the surviving worker's candidate elected with the next epoch",
     )
+    wait_for(
+        lambda: stack.redis.hget(layout.meta_key("second"), "controller_id") == str(survivor).encode(),
+        timeout=20,
+        what="the mirror sees the new controller",
+    )
     page.goto(stack.url + "/clusters/second/")
-    text_becomes(page, '[data-controller="id"]', str(survivor), timeout=20_000)
+    text_becomes(page, '[data-controller="id"]', str(survivor))
+    text_becomes(page, '[data-controller="epoch"]', str(first[1] + 1))
