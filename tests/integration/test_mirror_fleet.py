@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ from kazoo.client import KazooClient
 
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
+from scripts.devservices import ZooKeeperServer
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.zk import wait_for
 from workers.mirror.fleet import MirrorFleet
@@ -137,3 +139,39 @@ def test_the_per_worker_maximum_bounds_what_one_fleet_holds(
         assert len(fleet.held) == 1
     finally:
         fleet.stop()
+
+
+def test_a_cluster_whose_zookeeper_goes_away_later_reads_unreachable_not_empty(
+    zk: KazooClient, zk_chroot: str, zk_server: ZooKeeperServer, redis_url: str, settings: Any
+) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    settings.REDIS_URL = redis_url
+    small_cluster(zk)
+    Cluster.objects.create(name="fading", zookeeper_connect=zk_chroot, mode="observed")
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url)
+    fleet.start()
+    web = Client()
+    web.force_login(User.objects.create_user("vic", password="pw-correct-horse"))
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("fading"), "partitions") == 4, timeout=10, what="mirrored")
+        zk_server.stop()
+        try:
+            wait_for(
+                lambda: client.hget(layout.meta_key("fading"), "zk_state") in (b"SUSPENDED", b"LOST"),
+                timeout=15,
+                what="the mirror reports the lost connection",
+            )
+            page = web.get("/clusters/fading/").content.decode()
+            assert "ZooKeeper unreachable" in page
+            assert _int(client, layout.counts_key("fading"), "partitions") == 4  # what it last saw, kept
+            metrics = web.get("/clusters/fading/metrics").content.decode()
+            assert 'kcp_mirror_zookeeper_unreachable{cluster="fading"} 1.0' in metrics
+        finally:
+            zk_server.start()
+        wait_for(lambda: client.hget(layout.meta_key("fading"), "zk_state") == b"CONNECTED", timeout=30, what="back")
+    finally:
+        fleet.stop()
+        client.close()
