@@ -176,6 +176,7 @@ class ControllerFleet:
         self.poll_s = float(poll_s if poll_s is not None else settings.HOSTING_POLL_S)
         self.token = token or worker_token()
         self.held: dict[str, HostedCandidate] = {}
+        self._removal_deadlines: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -231,7 +232,11 @@ class ControllerFleet:
         registry = {n: c for n, c in read_registry(self.only).items() if c.mode == "managed"}
         for name, candidate in list(self.held.items()):
             wanted = registry.get(name)
+            if wanted is not None:
+                self._removal_deadlines.pop(name, None)
             if candidate.alive and wanted == candidate.cluster:
+                continue
+            if wanted is None and candidate.alive and candidate.active and self._defer_active_resignation(name):
                 continue
             if wanted is None:
                 logger.info("controller candidate for %s: the cluster was removed or is no longer managed", name)
@@ -259,6 +264,19 @@ class ControllerFleet:
                 logger.info("controller fleet %s: candidate for %s (slot %d)", self.token, name, slot)
                 self._host(client, cluster, slot, lease)
         presence.publish(self.held)
+
+    def _defer_active_resignation(self, name: str) -> bool:
+        """Whether the active candidate of a removed cluster should wait before resigning.
+
+        The other workers' standbys notice the removal within a poll or two; if the active one resigned
+        first, a standby still running would win the election it triggers (a needless epoch) and resign
+        right after. So the active one gives them ``2 * HOSTING_POLL_S + 1 s`` to stop first.
+        """
+        deadline = self._removal_deadlines.setdefault(name, time.monotonic() + 2 * self.poll_s + 1.0)
+        if time.monotonic() < deadline:
+            return True
+        del self._removal_deadlines[name]
+        return False
 
     def _host(self, client: redis.Redis, cluster: Registered, slot: int, lease: RedisLease) -> None:
         candidate = HostedCandidate(cluster, slot, lease, self.controller_id, client)
