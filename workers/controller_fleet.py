@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 
 from dashboard.clusters import hosting
 from dashboard.lib.env import env_int
@@ -215,6 +216,8 @@ class ControllerFleet:
                     self.tick(client, presence)
                 except redis.RedisError as exc:
                     logger.warning("controller fleet %s: Redis unavailable (%s)", self.token, exc)
+                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
+                    logger.warning("controller fleet %s: cluster registry unreadable (%s)", self.token, exc)
                 except Exception:
                     logger.exception("controller fleet %s: a registry pass failed", self.token)
                 self._stop.wait(self.poll_s)

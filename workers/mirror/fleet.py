@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 
 from dashboard.clusters import layout
 from dashboard.clusters.hosting import WorkerRecord
@@ -104,6 +105,8 @@ class MirrorFleet:
                     self.tick(client, presence)
                 except redis.RedisError as exc:
                     logger.warning("mirror fleet %s: Redis unavailable (%s)", self.token, exc)
+                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
+                    logger.warning("mirror fleet %s: cluster registry unreadable (%s)", self.token, exc)
                 except Exception:
                     logger.exception("mirror fleet %s: a registry pass failed", self.token)
                 self._stop.wait(self.poll_s)
