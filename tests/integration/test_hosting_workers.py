@@ -164,8 +164,10 @@ def test_a_big_resync_does_not_stall_another_cluster_in_the_same_worker(
         )
         assert count("big", "partitions") == partitions
         assert len(during) >= 3, "the small cluster changed too few times during the resync to tell"
-        assert max(latencies) < 2.5, latencies  # a stalled mirror would wait for the whole resync
-        assert max(heartbeat_ages) < 3.0, heartbeat_ages
+        # A mirror stalled behind the resync waits for the whole of it (7.4 s of 7.4 s when forced); one
+        # beside it shares the CPU only. Relative to the resync, which the machine's load slows alike.
+        assert max(latencies) < max(1.5, resync_s / 2), latencies
+        assert max(heartbeat_ages) < 5.0, heartbeat_ages  # MIRROR_STALE_AFTER_S: its pages never read stale
     finally:
         if worker is not None:
             terminate_all([worker], timeout=20)
