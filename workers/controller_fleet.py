@@ -109,7 +109,9 @@ class HostedCandidate:
         # /controller), whatever CONTROLLER_API_PORT says.
         host = ControllerHost(name, replace(config, api_port=0))
         try:
-            host.start()
+            # Bounded well inside the slot's TTL: a ZooKeeper that does not answer must not keep this
+            # thread from renewing the slot (another worker would take it, and so on round the fleet).
+            host.start(connect_timeout=max(3.0, self.lease.ttl_ms / 2000.0))
         except Exception as exc:
             logger.warning(
                 "controller candidate %d for %s (%s) could not start: %s; retrying",

@@ -89,13 +89,13 @@ class ControllerHost:
     def controller(self) -> Controller | None:
         return None if self._runner is None else self._runner.controller
 
-    def start(self) -> Controller:
+    def start(self, connect_timeout: float = 30.0) -> Controller:
         self._redis = ControllerRedisPlugs.connect(
             settings.REDIS_URL, self.cluster, maxlen=env_int("STATE_CHANGE_STREAM_MAXLEN", 1_000_000)
         )
         log_dir = settings.STATE_CHANGE_LOG_DIR / self.cluster
         self._runner = ControllerRunner(self.config, log_dir=log_dir, extra_sinks=self._redis.sinks)
-        controller = self._runner.start()
+        controller = self._runner.start(connect_timeout)
         self._redis.publish_status(self.config.controller_id, controller.status)
         logger.info(
             "controller candidate %d for cluster %r (%s); state-change log in %s",
