@@ -152,6 +152,18 @@ MIRROR_WINDOW_MS = env_int("MIRROR_WINDOW_MS", 150)
 MIRROR_SWEEP_S = env_int("MIRROR_SWEEP_S", 0)
 MIRROR_LOCK_TTL_S = env_int("MIRROR_LOCK_TTL_S", 10)
 MIRROR_DEFAULT_MIN_ISR = env_int("MIRROR_DEFAULT_MIN_ISR", 1)
+# Hosting (issue #32, docs/deployment.md "Hosting"): workers follow the cluster registry. Each mirror-role
+# worker mirrors at most MIRROR_MAX_CLUSTERS clusters; each managed cluster gets
+# CONTROLLER_CANDIDATES_PER_CLUSTER candidates on distinct controller-role workers (at most
+# CONTROLLER_MAX_CLUSTERS each), holding slot leases of CONTROLLER_SLOT_TTL_S; the registry is re-read
+# every HOSTING_POLL_S. MIRROR_CLUSTERS / CONTROLLER_CLUSTERS (worker environment) are optional filters.
+MIRROR_MAX_CLUSTERS = env_int("MIRROR_MAX_CLUSTERS", 8)
+CONTROLLER_CANDIDATES_PER_CLUSTER = env_int("CONTROLLER_CANDIDATES_PER_CLUSTER", 2)
+CONTROLLER_MAX_CLUSTERS = env_int("CONTROLLER_MAX_CLUSTERS", 8)
+CONTROLLER_SLOT_TTL_S = env_int("CONTROLLER_SLOT_TTL_S", 10)
+HOSTING_POLL_S = float(env_str("HOSTING_POLL_S", "1.0"))
+# Registering a cluster connects to its ZooKeeper for at most this long to check it (form and API).
+CLUSTER_PROBE_TIMEOUT_S = float(env_str("CLUSTER_PROBE_TIMEOUT_S", "4.0"))
 # A page calls the mirror stale when its heartbeat is older than this.
 MIRROR_STALE_AFTER_S = env_int("MIRROR_STALE_AFTER_S", 5)
 # Broker agents' GET /v1/state (live lag) is fetched with this timeout.

@@ -91,8 +91,10 @@ DAPHNE_LIMITS = ("--http-timeout", "60", "--websocket-max-message-size", "65536"
 def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]:
     """The processes of the stack, in start order.
 
-    Two Celery workers each host a controller candidate (one becomes active, the other stands by)
-    and a mirror candidate for the demo cluster (one holds the Redis lease); both also run tasks.
+    Two Celery workers with both roles follow the cluster registry: each hosts a controller
+    candidate for every managed cluster (one becomes active, the other stands by) and they share
+    the registered clusters' mirrors (one lease holder each); both also run tasks. A cluster
+    registered in the dashboard is picked up within seconds, without a restart.
     """
     children = [
         Child(
@@ -106,7 +108,6 @@ def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]
             env,
             WORKER_ROLES="controller,mirror",
             CONTROLLER_ID=str(controller_id),
-            CONTROLLER_CLUSTER=args.cluster,
             CONTROLLER_REBALANCE_INTERVAL_S=str(args.rebalance_interval),
         )
         children.append(
@@ -197,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  ZooKeeper:  {env['ZOOKEEPER_CONNECT']}   Redis: {env['REDIS_URL']}",
                     f"  Controllers {CONTROLLER_IDS[0]} and {CONTROLLER_IDS[1]} (one active, one standby);"
                     f" {args.brokers} demo brokers",
+                    f"  More clusters: {url}actions/admin/clusters/ (mirrored and, if managed, controlled at once)",
                     "  Faults by hand: .venv/bin/python manage.py demo_cluster kill|stop|start N",
                     "  Ctrl-C stops everything this command started.",
                     "=" * 64,

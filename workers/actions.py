@@ -496,7 +496,10 @@ def ingest_state_changes(cluster: str | None = None) -> dict[str, int]:
     """Ingest every registered cluster's stream (or one); schedule it every few seconds with beat."""
     from dashboard.clusters.models import Cluster
 
-    names = [cluster] if cluster else list(Cluster.objects.values_list("name", flat=True))
+    # Removed clusters too (their cursors remain): a managed cluster's last records (its candidates'
+    # resignations, written just after its removal) still reach the history.
+    registered = Cluster.objects.values_list("name", flat=True)
+    names = [cluster] if cluster else sorted({*registered, *IngestCursor.objects.values_list("cluster", flat=True)})
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
         return {name: ingest_stream(client, name) for name in names}

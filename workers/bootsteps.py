@@ -5,9 +5,11 @@ runs, in the worker's own (main) process, and be stopped cleanly when the worker
 short and run in pool children. The step requires the pool, so it starts *after* the prefork pool
 has forked its children: no kazoo client or Redis connection is ever inherited across a fork.
 
-Roles come from ``WORKER_ROLES`` (comma separated): ``controller`` (needs ``CONTROLLER_ID``; see
-``workers.controller_host``) and ``mirror`` (``MIRROR_CLUSTERS``, default ``CONTROLLER_CLUSTER`` or
-``demo``). A worker without roles only runs tasks.
+Roles come from ``WORKER_ROLES`` (comma separated): ``controller`` (needs ``CONTROLLER_ID``; hosts
+candidates for the registered managed clusters, ``workers.controller_fleet``) and ``mirror`` (mirrors
+registered clusters, ``workers.mirror.fleet``). Both follow the cluster registry while the worker
+runs; ``CONTROLLER_CLUSTERS`` and ``MIRROR_CLUSTERS`` optionally restrict them to the names listed.
+A worker without roles only runs tasks.
 """
 
 from __future__ import annotations
@@ -39,16 +41,15 @@ def hosted_components() -> list[Hosted]:
     roles = roles_from_environment()
     hosted: list[Hosted] = []
     if "controller" in roles:
-        from workers.controller_host import ControllerHost
+        from workers.controller_fleet import ControllerFleet
 
-        hosted.append(ControllerHost.from_environment())
+        if os.environ.get("CONTROLLER_CLUSTER"):
+            logger.info("CONTROLLER_CLUSTER is not read by workers: they follow the registry (see CONTROLLER_CLUSTERS)")
+        hosted.append(ControllerFleet())
     if "mirror" in roles:
-        from workers.mirror.host import MirrorHost
+        from workers.mirror.fleet import MirrorFleet
 
-        default = os.environ.get("CONTROLLER_CLUSTER", "demo")
-        for cluster in os.environ.get("MIRROR_CLUSTERS", default).split(","):
-            if cluster.strip():
-                hosted.append(MirrorHost(cluster.strip()))
+        hosted.append(MirrorFleet())
     return hosted
 
 

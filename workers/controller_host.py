@@ -1,12 +1,13 @@
 """Host one controller candidate for a cluster in a long-running process.
 
-Used by the Celery worker bootstep (``workers.bootsteps``, role ``controller``) and by
-``manage.py run_controller``. It adds what only the hosts know about to the plain
-``controller_core`` runner: the cluster's ZooKeeper connect string from the dashboard's settings or
-cluster registry, the Redis state-change stream, the status hash the dashboard's metrics read, and
-the day's state-change log directory for the cluster.
+Used by the Celery worker's controller fleet (``workers.controller_fleet``, role ``controller``: one
+candidate per managed cluster it hosts) and by ``manage.py run_controller``. It adds what only the
+hosts know about to the plain ``controller_core`` runner: the cluster's ZooKeeper connect string
+from the dashboard's settings or cluster registry, the Redis state-change stream, the status hash
+the dashboard's metrics read, and the day's state-change log directory for the cluster.
 
-Settings (environment): ``CONTROLLER_ID``, ``CONTROLLER_CLUSTER`` (default ``demo``),
+Settings (environment): ``CONTROLLER_ID``, ``CONTROLLER_CLUSTER`` (``run_controller``'s default
+cluster, ``demo``; workers follow the registry instead),
 ``CONTROLLER_REBALANCE_INTERVAL_S`` (``leader.imbalance.check.interval.seconds``, default 300),
 ``CONTROLLER_IMBALANCE_PERCENTAGE`` (default 10), ``CONTROLLER_UNCLEAN_ELECTION`` (default off),
 ``STATE_CHANGE_STREAM_MAXLEN`` (default 1,000,000).
@@ -42,15 +43,17 @@ def cluster_connect_string(cluster: str) -> str:
 
 
 def config_from_environment(
-    controller_id: int | None = None, cluster: str | None = None
+    controller_id: int | None = None, cluster: str | None = None, zookeeper_connect: str | None = None
 ) -> tuple[str, ControllerConfig]:
+    """The candidate's configuration from the environment; ``zookeeper_connect`` (the registry row the
+    controller fleet read) saves a registry look-up."""
     cluster_name = cluster or os.environ.get("CONTROLLER_CLUSTER", "demo")
     cid = controller_id if controller_id is not None else env_int("CONTROLLER_ID", -1)
     if cid < 0:
         raise ValueError("a controller needs an id: set CONTROLLER_ID or pass --id")
     config = ControllerConfig(
         controller_id=cid,
-        zookeeper_connect=cluster_connect_string(cluster_name),
+        zookeeper_connect=zookeeper_connect or cluster_connect_string(cluster_name),
         zookeeper_session_timeout_s=float(settings.ZOOKEEPER_SESSION_TIMEOUT_S),
         api_host=os.environ.get("CONTROLLER_API_HOST", "127.0.0.1"),
         api_port=env_int("CONTROLLER_API_PORT", 0),
@@ -86,13 +89,13 @@ class ControllerHost:
     def controller(self) -> Controller | None:
         return None if self._runner is None else self._runner.controller
 
-    def start(self) -> Controller:
+    def start(self, connect_timeout: float = 30.0) -> Controller:
         self._redis = ControllerRedisPlugs.connect(
             settings.REDIS_URL, self.cluster, maxlen=env_int("STATE_CHANGE_STREAM_MAXLEN", 1_000_000)
         )
         log_dir = settings.STATE_CHANGE_LOG_DIR / self.cluster
         self._runner = ControllerRunner(self.config, log_dir=log_dir, extra_sinks=self._redis.sinks)
-        controller = self._runner.start()
+        controller = self._runner.start(connect_timeout)
         self._redis.publish_status(self.config.controller_id, controller.status)
         logger.info(
             "controller candidate %d for cluster %r (%s); state-change log in %s",

@@ -24,17 +24,16 @@ from dashboard.actions import roles
 from dashboard.actions.models import Action
 from dashboard.actions.signals import cluster_snapshot, record_change, user_snapshot
 from dashboard.actions.views import forbidden
+from dashboard.clusters.forms import ClusterRegistrationForm
 from dashboard.clusters.models import Cluster
 
 MAX_NOTE: Final = 500
 
 
-class ClusterForm(forms.ModelForm):  # type: ignore[type-arg]
-    note = forms.CharField(required=False, max_length=MAX_NOTE, label="Note for the audit history")
+class ClusterForm(ClusterRegistrationForm):
+    """The registration form (checked against ZooKeeper, ``dashboard.clusters.forms``) plus an audit note."""
 
-    class Meta:
-        model = Cluster
-        fields = ("name", "zookeeper_connect", "mode", "description")
+    note = forms.CharField(required=False, max_length=MAX_NOTE, label="Note for the audit history")
 
 
 class NewUserForm(forms.Form):
@@ -97,6 +96,38 @@ def _refused(request: HttpRequest, kind: str, subject: str, error: str, params: 
 # -- clusters -------------------------------------------------------------------------------------------
 
 
+def save_cluster(form: ClusterForm, before: dict[str, Any] | None, user: Any) -> Cluster:
+    """Save a valid registration form and record the change (the pages and the JSON API)."""
+    with transaction.atomic():
+        cluster: Cluster = form.save()
+        after = cluster_snapshot(cluster)
+        if after != before:
+            record_change(
+                Action.Kind.CLUSTER_CHANGE,
+                "registered" if before is None else "changed",
+                cluster.name,
+                before,
+                after,
+                user=user,
+                cluster=cluster.name,
+                reason=form.cleaned_data.get("note", ""),
+            )
+    return cluster
+
+
+def remove_cluster(cluster: Cluster, user: Any, note: str) -> None:
+    """Delete the registry row and record it. The workers notice within ``HOSTING_POLL_S``: the mirror
+    stops (its snapshot keys go), a managed cluster's candidates resign (deleting ``/controller``);
+    the state-change stream, the audit rows and ZooKeeper's data stay."""
+    name = cluster.name
+    before = cluster_snapshot(cluster)
+    with transaction.atomic():
+        cluster.delete()
+        record_change(
+            Action.Kind.CLUSTER_CHANGE, "removed", name, before, None, user=user, cluster=name, reason=note[:MAX_NOTE]
+        )
+
+
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
     denied = _admin_only(request)
@@ -118,21 +149,16 @@ def cluster_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     form = ClusterForm(request.POST or None, instance=instance)
     if request.method == "POST":
         if form.is_valid():
-            with transaction.atomic():
-                cluster = form.save()
-                after = cluster_snapshot(cluster)
-                if after != before:
-                    record_change(
-                        Action.Kind.CLUSTER_CHANGE,
-                        "registered" if before is None else "changed",
-                        cluster.name,
-                        before,
-                        after,
-                        user=request.user,
-                        cluster=cluster.name,
-                        reason=form.cleaned_data.get("note", ""),
-                    )
-            messages.success(request, f"Cluster {cluster.name} {'registered' if before is None else 'saved'}.")
+            cluster = save_cluster(form, before, request.user)
+            found = f" ZooKeeper holds {form.probe.summary}." if form.probe is not None else ""
+            watched = " Workers start mirroring it" + (
+                " and host its controller candidates" if cluster.mode == Cluster.Mode.MANAGED else ""
+            )
+            messages.success(
+                request,
+                f"Cluster {cluster.name} {'registered' if before is None else 'saved'}.{found}{watched}"
+                " within seconds.",
+            )
             return redirect("actions:admin-clusters")
         error = _errors(form)
         _refused(request, Action.Kind.CLUSTER_CHANGE, name or str(request.POST.get("name", ""))[:50], error, {})
@@ -156,20 +182,14 @@ def cluster_remove(request: HttpRequest, name: str) -> HttpResponse:
         _refused(request, Action.Kind.CLUSTER_CHANGE, name, error, {"operation": "remove"})
         messages.error(request, error)
         return redirect("actions:admin-cluster-edit", name=name)
-    before = cluster_snapshot(cluster)
-    with transaction.atomic():
-        cluster.delete()
-        record_change(
-            Action.Kind.CLUSTER_CHANGE,
-            "removed",
-            name,
-            before,
-            None,
-            user=request.user,
-            cluster=name,
-            reason=str(request.POST.get("note", ""))[:MAX_NOTE],
-        )
-    messages.success(request, f"Cluster {name} removed from the dashboard (its ZooKeeper data is untouched).")
+    managed = cluster.mode == Cluster.Mode.MANAGED
+    remove_cluster(cluster, request.user, str(request.POST.get("note", "")))
+    resign = " Its controller candidates resign within seconds." if managed else ""
+    messages.success(
+        request,
+        f"Cluster {name} removed from the dashboard: its mirror stops.{resign} Its ZooKeeper data and its history"
+        " stay.",
+    )
     return redirect("actions:admin-clusters")
 
 

@@ -13,4 +13,5 @@ urlpatterns = [
     path("", include("dashboard.actions.api_reassign_urls")),
     path("", include("dashboard.actions.api_ops_urls")),
     path("", include("dashboard.actions.api_topic_urls")),
+    path("", include("dashboard.actions.api_cluster_urls")),
 ]

@@ -58,6 +58,11 @@ def _str_map(raw: Mapping[Any, Any]) -> dict[str, str]:
     return {_text(k): _text(v) for k, v in raw.items()}
 
 
+#: ``zk_state`` values of a mirror that cannot reach its cluster's ZooKeeper (``UNREACHABLE``: never
+#: connected since it started; ``SUSPENDED``/``LOST``: the connection or session went away).
+ZK_UNREACHABLE = frozenset({"UNREACHABLE", "SUSPENDED", "LOST"})
+
+
 @dataclass(frozen=True, slots=True)
 class MirrorStatus:
     """How fresh the snapshot is, as a page must show it."""
@@ -98,14 +103,18 @@ class MirrorStatus:
 
     @property
     def label(self) -> str:
+        """A short reason, read after "stale ·" and in "What you see may be out of date: <label>"."""
+        fresh = self.heartbeat_age_s is not None and self.heartbeat_age_s <= float(settings.MIRROR_STALE_AFTER_S)
+        if fresh and self.zk_state in ZK_UNREACHABLE:
+            return "ZooKeeper unreachable"  # the mirror runs but cannot read the cluster: not an empty cluster
         if not self.present:
-            return "no mirror data"
-        if self.heartbeat_age_s is None or self.heartbeat_age_s > float(settings.MIRROR_STALE_AFTER_S):
+            return "not mirrored yet"
+        if not fresh:
             return "mirror not running"
         if self.zk_state != "CONNECTED":
             return f"ZooKeeper {self.zk_state.lower()}"
         if self.resync_pending:
-            return "resyncing"
+            return "mirror resyncing"
         return "live"
 
     def as_dict(self) -> dict[str, Any]:

@@ -132,7 +132,19 @@
     if (applied.length > APPLIED_MAX) { applied.splice(0, applied.length - APPLIED_MAX); }
   }
 
+  var reloading = false;
+  function firstSync(gen) {
+    if (reloading || root.dataset.renderedGen !== "" || !gen) { return reloading; }
+    reloading = true;
+    location.reload();
+    return true;
+  }
+
   function onSnapshot(msg) {
+    // A page rendered before the cluster's first sync (just registered, or its ZooKeeper was
+    // unreachable) has server-rendered tables with nothing in them: the first real snapshot reloads
+    // it once, so tables the live updates do not rebuild (brokers, topics) are filled in too.
+    if (firstSync(msg.gen)) { return; }
     resyncPending = false;
     snapshotSeen = true;
     held.gen = msg.gen;
@@ -171,6 +183,7 @@
   }
 
   function onStatus(status) {
+    if (firstSync(status.gen)) { return; }
     lastStatus = status;
     lastStatusAt = Date.now();
     if (status.gen && held.gen && status.gen !== held.gen && !status.resync_pending) { resync(); }
@@ -268,9 +281,11 @@
   function staleReason() {
     if (!lastStatus) { return snapshotSeen ? "no heartbeat from the mirror" : null; }
     if (Date.now() - lastStatusAt > STALE_AFTER_MS) { return "no heartbeat from the mirror"; }
-    if (lastStatus.present === false) { return "no mirror data"; }
-    if (lastStatus.zk_state && lastStatus.zk_state !== "CONNECTED") { return "ZooKeeper " + String(lastStatus.zk_state).toLowerCase(); }
-    if (lastStatus.resync_pending) { return "resyncing"; }
+    var zk = lastStatus.zk_state ? String(lastStatus.zk_state) : "";
+    if (zk === "UNREACHABLE" || zk === "SUSPENDED" || zk === "LOST") { return "ZooKeeper unreachable"; }
+    if (lastStatus.present === false) { return "not mirrored yet"; }
+    if (zk && zk !== "CONNECTED") { return "ZooKeeper " + zk.toLowerCase(); }
+    if (lastStatus.resync_pending) { return "mirror resyncing"; }
     if (lastStatus.heartbeat_at && lastStatus.now && lastStatus.now - lastStatus.heartbeat_at > STALE_AFTER_MS) { return "mirror not running"; }
     return null;
   }
@@ -290,7 +305,7 @@
     if (banner) {
       if (cls === "stale" && reason) {
         banner.hidden = false;
-        banner.textContent = "The mirror of this cluster is " + reason + ": what you see may be out of date.";
+        banner.textContent = "What you see may be out of date: " + reason + ".";
       } else if (cls === "live") {
         banner.hidden = true;
       }

@@ -172,7 +172,8 @@ def test_permission_matrix_over_pages_and_api(cluster: Cluster, history_rows: da
         expected = {-1: 401, 0: 403, 1: 201, 2: 201}[rank]
         assert post.status_code == expected, (who, post.content)
         admin_post = client.post(
-            "/actions/admin/clusters/new/", {"name": f"c-{who}", "zookeeper_connect": "h:1", "mode": "managed"}
+            "/actions/admin/clusters/new/",
+            {"name": f"c-{who}", "zookeeper_connect": cluster.zookeeper_connect, "mode": "managed"},
         )
         assert admin_post.status_code == {-1: 302, 0: 403, 1: 403, 2: 302}[rank], who
     assert set(Cluster.objects.values_list("name", flat=True)) == {NAME, "c-admin", "c-superuser"}
@@ -322,14 +323,15 @@ def test_admin_pages_change_clusters_and_users_with_audit(cluster: Cluster) -> N
     client = as_user(ada)
     bad = client.post("/actions/admin/clusters/new/", {"name": "two", "zookeeper_connect": "no port here:x"})
     assert bad.status_code == 400 and not Cluster.objects.filter(name="two").exists()
+    # Registering connects to the ZooKeeper given (dashboard.clusters.probe): the fixture's layout, then
+    # an empty chroot beside it, which only a managed cluster may start from.
     made = client.post(
         "/actions/admin/clusters/new/",
-        {"name": "two", "zookeeper_connect": "zk:2181/k", "mode": "observed", "note": "new"},
+        {"name": "two", "zookeeper_connect": cluster.zookeeper_connect, "mode": "observed", "note": "new"},
     )
     assert made.status_code == 302
-    edited = client.post(
-        "/actions/admin/clusters/two/", {"name": "two", "zookeeper_connect": "zk:2182/k", "mode": "observed"}
-    )
+    empty = cluster.zookeeper_connect + "/empty"
+    edited = client.post("/actions/admin/clusters/two/", {"name": "two", "zookeeper_connect": empty, "mode": "managed"})
     assert edited.status_code == 302
     assert client.post("/actions/admin/clusters/two/remove/", {"confirm": "nope"}).status_code == 302
     assert Cluster.objects.filter(name="two").exists()
@@ -339,8 +341,8 @@ def test_admin_pages_change_clusters_and_users_with_audit(cluster: Cluster) -> N
     assert [(c.parameters["operation"], c.username) for c in changes] == [
         ("registered", "ada"), ("changed", "ada"), ("removed", "ada"),
     ]  # fmt: skip
-    assert changes[1].parameters["before"]["zookeeper_connect"] == "zk:2181/k"
-    assert changes[1].parameters["after"]["zookeeper_connect"] == "zk:2182/k"
+    assert changes[1].parameters["before"]["zookeeper_connect"] == cluster.zookeeper_connect
+    assert changes[1].parameters["after"]["zookeeper_connect"] == empty
 
     created = client.post(
         "/actions/admin/users/", {"username": "olga", "password": "Tr1cky-Pass-phrase", "role": "operator"}

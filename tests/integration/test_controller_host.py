@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT
+from tests.support.processes import manage
 from tests.support.snapshots import zk_write_stamps
 from tests.support.zk import wait_for
 
@@ -34,19 +36,22 @@ class Workers:
         self.redis_url = redis_url
         self.tmp = tmp
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-
-    def start(self, controller_id: int) -> subprocess.Popen[bytes]:
-        env = dict(
+        self.env = dict(
             os.environ,
             WORKER_ROLES="controller",
-            CONTROLLER_ID=str(controller_id),
-            CONTROLLER_CLUSTER="hosttest",
             ZOOKEEPER_CONNECT=self.connect,
             ZOOKEEPER_SESSION_TIMEOUT_S="4",
             REDIS_URL=self.redis_url,
             STATE_CHANGE_LOG_DIR=str(self.tmp / "scl"),
             DATABASE_URL=f"sqlite:///{self.tmp / 'db.sqlite3'}",
+            VAR_DIR=str(self.tmp / "var"),
         )
+        # Workers host candidates for the registered managed clusters (workers.controller_fleet).
+        manage(self.env, "migrate", "--noinput", "-v", "0")
+        manage(self.env, "ensure_cluster", "--name", "hosttest", "--zookeeper", connect, "--mode", "managed")
+
+    def start(self, controller_id: int) -> subprocess.Popen[bytes]:
+        env = dict(self.env, CONTROLLER_ID=str(controller_id))
         log = open(self.tmp / f"worker-{controller_id}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-c", "1", "-n", f"c{controller_id}@%h"],
@@ -191,3 +196,27 @@ def test_a_paused_controller_whose_session_expired_cannot_act_and_resigns(
             c.close()
         broker_client.stop()
         broker_client.close()
+
+
+def test_removing_the_cluster_resigns_its_candidates_without_a_needless_election(
+    zk: KazooClient, redis_url: str, workers: Workers
+) -> None:
+    workers.start(100)
+    wait_for(lambda: _controller_id(zk) == 100, timeout=60, what="worker 100 elected")
+    workers.start(101)
+    conn = redis.Redis.from_url(redis_url, decode_responses=True)
+    wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
+    manage(
+        workers.env,
+        "shell",
+        "-c",
+        "from dashboard.clusters.models import Cluster; Cluster.objects.filter(name='hosttest').delete()",
+    )
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is None, timeout=30, what="the active candidate resigned")
+    wait_for(lambda: not conn.exists("kcp:hosttest:controller:101"), timeout=30, what="the standby stopped")
+    time.sleep(2.0)  # a standby still running would have been elected by now
+    assert zk.exists(paths.CONTROLLER_PATH) is None
+    assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 1  # no second election on the way out
+    entries: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
+    records = [json.loads(f["r"]) for _, f in entries]
+    assert any(r["kind"] == "resignation" and r["controller_id"] == 100 for r in records)

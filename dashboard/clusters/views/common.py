@@ -6,9 +6,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+from django.conf import settings
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 
+from dashboard.clusters.hosting import ClusterHosting, cluster_hosting
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
 
@@ -65,5 +68,22 @@ class Pager:
         return min(self.start + self.per_page, self.total)
 
 
+def hosting_of(client: redis.Redis, cluster: Cluster) -> ClusterHosting:
+    """Who hosts ``cluster``'s mirror and controller candidates, with the warnings its pages show."""
+    return cluster_hosting(
+        client,
+        cluster.name,
+        cluster.mode,
+        int(cluster.created.timestamp() * 1000),
+        mirror_ttl_s=float(settings.MIRROR_LOCK_TTL_S),
+        controller_ttl_s=float(settings.CONTROLLER_SLOT_TTL_S),
+        candidates_per_cluster=int(settings.CONTROLLER_CANDIDATES_PER_CLUSTER),
+    )
+
+
 def base_context(cluster: Cluster, snap: ClusterSnapshot, section: str, **extra: Any) -> dict[str, Any]:
-    return {"cluster": cluster, "status": snap.status(), "section": section, **extra}
+    try:
+        hosting: ClusterHosting | None = hosting_of(snap.client, cluster)
+    except redis.RedisError:
+        hosting = None
+    return {"cluster": cluster, "status": snap.status(), "section": section, "hosting": hosting, **extra}

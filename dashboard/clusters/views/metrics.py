@@ -19,13 +19,15 @@ built for a real Kafka controller work beside the dashboard:
   its events spent waiting, mostly on ZooKeeper);
 * the mirror's own health: ``kcp_mirror_lag_seconds`` (age of the oldest change in the last flush),
   ``kcp_mirror_staleness_seconds`` (since the last confirmed sync), ``kcp_mirror_heartbeat_age_seconds``,
-  ``kcp_mirror_zookeeper_connected``, ``kcp_mirror_sequence``.
+  ``kcp_mirror_zookeeper_connected``, ``kcp_mirror_sequence``, ``kcp_mirror_zookeeper_unreachable``;
+* hosting (issue #32): ``kcp_mirror_missing`` (no mirror for more than a lease period) and, for managed
+  clusters, ``kcp_controller_missing`` and ``kcp_controller_candidates``.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -36,9 +38,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from dashboard.clusters import layout
-from dashboard.clusters.snapshot import ClusterSnapshot, status_from_meta
+from dashboard.clusters.hosting import ClusterHosting
+from dashboard.clusters.snapshot import ZK_UNREACHABLE, ClusterSnapshot, status_from_meta
 from dashboard.clusters.state_times import state_times
-from dashboard.clusters.views.common import cluster_and_snapshot
+from dashboard.clusters.views.common import cluster_and_snapshot, hosting_of
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -53,8 +56,9 @@ def _authorized(request: HttpRequest) -> bool:
 class SnapshotCollector:
     """A prometheus-client collector reading one cluster's snapshot at scrape time."""
 
-    def __init__(self, snap: ClusterSnapshot) -> None:
+    def __init__(self, snap: ClusterSnapshot, hosting: ClusterHosting | None = None) -> None:
         self.snap = snap
+        self.hosting = hosting
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snap
@@ -134,6 +138,34 @@ class SnapshotCollector:
             1.0 if status.zk_state == "CONNECTED" else 0.0,
         )  # fmt: skip
         yield gauge("kcp_mirror_sequence", "The mirror's last published sequence number.", status.seq)
+        yield gauge(
+            "kcp_mirror_zookeeper_unreachable",
+            "1 while the mirror runs but cannot reach the cluster's ZooKeeper (unreachable, not empty).",
+            1.0 if status.zk_state in ZK_UNREACHABLE else 0.0,
+        )
+        yield from self._hosting_metrics(gauge)
+
+    def _hosting_metrics(self, gauge: Callable[[str, str, float], GaugeMetricFamily]) -> Iterator[Metric]:
+        """Issue #32: a cluster without a mirror, or a managed one without a controller, for a lease period."""
+        hosting = self.hosting
+        if hosting is None:
+            return
+        yield gauge(
+            "kcp_mirror_missing",
+            "1 when no worker has mirrored this cluster for more than a mirror lease period.",
+            1.0 if hosting.mirror_missing_s is not None else 0.0,
+        )
+        if hosting.mode == "managed":
+            yield gauge(
+                "kcp_controller_missing",
+                "1 when no controller candidate of this managed cluster was active for more than a slot lease period.",
+                1.0 if hosting.controller_missing_s is not None else 0.0,
+            )
+            yield gauge(
+                "kcp_controller_candidates",
+                "Controller candidates hosted for this cluster by the workers (slot leases held).",
+                float(len(hosting.candidates)),
+            )
 
     def _controller_metrics(self, controller_id: str) -> Iterator[Metric]:
         if not controller_id.lstrip("-").isdigit():
@@ -226,7 +258,7 @@ def metrics(request: HttpRequest, name: str) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         response["Content-Type"] = "text/plain; charset=utf-8"
         return response
-    _cluster, snap = cluster_and_snapshot(name)
+    cluster, snap = cluster_and_snapshot(name)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snap))
+    registry.register(SnapshotCollector(snap, hosting_of(snap.client, cluster)))
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -49,7 +49,8 @@ def overview(request: HttpRequest, name: str) -> HttpResponse:
         cluster,
         snap,
         "overview",
-        counts=counts,
+        # Never mirrored (or ZooKeeper unreachable from the start): unknown, not an empty cluster.
+        counts=counts if snap.status().present else _Unknown(),
         brokers=brokers,
         balance=bal,
         controller_id=controller_id,
@@ -64,6 +65,13 @@ def overview(request: HttpRequest, name: str) -> HttpResponse:
         live_scope="cluster",
     )
     return render(request, "clusters/overview.html", context)
+
+
+class _Unknown(dict[str, Any]):
+    """Counters of a cluster with no snapshot yet: every figure reads as an en dash in the templates."""
+
+    def __missing__(self, key: str) -> str:
+        return "\u2013"
 
 
 def state_rows(counts: dict[str, int], prefix: str, states: tuple[str, ...]) -> list[dict[str, Any]]:

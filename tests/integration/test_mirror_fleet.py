@@ -1,0 +1,177 @@
+"""Mirrors follow the cluster registry (issue #32): registered, edited and removed clusters, two fleets.
+
+In-process fleets on real ZooKeeper and Redis (the worker processes are ``test_hosting_workers``):
+a cluster registered while the fleet runs is mirrored within seconds, a changed connect string
+re-points its mirror, a removed one stops with its snapshot deleted, and two fleets share clusters.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from kazoo.client import KazooClient
+
+from dashboard.clusters import layout
+from dashboard.clusters.models import Cluster
+from scripts.devservices import ZooKeeperServer
+from tests.integration.mirror_helpers import small_cluster
+from tests.support.zk import wait_for
+from workers.mirror.fleet import MirrorFleet
+from workers.mirror.publish import RecordingPublisher
+from workers.mirror.testing import KafkaLayoutWriter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _fleet(redis_url: str, **kwargs: object) -> MirrorFleet:
+    return MirrorFleet(
+        redis_url=redis_url,
+        lease_ttl_s=1.5,
+        poll_s=0.2,
+        only=(),
+        token=f"test:{uuid.uuid4().hex[:6]}",
+        publisher_factory=RecordingPublisher,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def second_chroot(zk_chroot: str, zk: KazooClient) -> Iterator[str]:
+    """A second Kafka layout under the test's chroot: broker 7 only, topic ``audit`` (2 partitions)."""
+    zk.ensure_path("/second")
+    other = KazooClient(hosts=zk_chroot + "/second", timeout=10.0)
+    other.start(timeout=15)
+    try:
+        writer = KafkaLayoutWriter(other)
+        writer.ensure_layout()
+        writer.register_broker(7, port=9107, rack="r7")
+        writer.elect_controller(7, 1)
+        writer.create_topic("audit", {0: [7], 1: [7]})
+        yield zk_chroot + "/second"
+    finally:
+        other.stop()
+        other.close()
+
+
+def _int(client: redis.Redis, key: str, field: str) -> int:
+    return int(client.hget(key, field) or 0)
+
+
+def test_a_registered_cluster_is_mirrored_repointed_and_stopped_without_restart(
+    zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
+) -> None:
+    small_cluster(zk)
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url)
+    fleet.start()
+    try:
+        Cluster.objects.create(name="late", zookeeper_connect=zk_chroot, mode="observed")
+        wait_for(lambda: _int(client, layout.counts_key("late"), "partitions") == 4, timeout=10, what="mirrored")
+        assert _int(client, layout.counts_key("late"), "brokers") == 3
+
+        Cluster.objects.filter(name="late").update(zookeeper_connect=second_chroot)  # edited: another tree
+        wait_for(lambda: _int(client, layout.counts_key("late"), "partitions") == 2, timeout=10, what="re-pointed")
+        assert _int(client, layout.counts_key("late"), "brokers") == 1
+        assert client.get(layout.lock_key("late")) == fleet.token.encode()
+
+        Cluster.objects.filter(name="late").delete()
+        wait_for(lambda: "late" not in fleet.held, timeout=10, what="mirror stopped")
+        wait_for(lambda: not client.exists(layout.meta_key("late")), timeout=5, what="snapshot deleted")
+        assert client.get(layout.lock_key("late")) is None
+    finally:
+        fleet.stop()
+        client.close()
+
+
+def test_an_unreachable_zookeeper_reads_unreachable_not_empty(redis_url: str) -> None:
+    Cluster.objects.create(name="gone", zookeeper_connect="127.0.0.1:1/nowhere", mode="observed")
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url)
+    fleet.start()
+    try:
+        wait_for(
+            lambda: client.hget(layout.meta_key("gone"), "zk_state") == b"UNREACHABLE", timeout=10, what="unreachable"
+        )
+        assert b"127.0.0.1:1/nowhere" in (client.hget(layout.meta_key("gone"), "zk_error") or b"")
+    finally:
+        fleet.stop()
+        client.close()
+
+
+def test_two_fleets_share_the_clusters_and_one_takes_over_when_the_other_stops(
+    zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
+) -> None:
+    small_cluster(zk)
+    Cluster.objects.create(name="one", zookeeper_connect=zk_chroot, mode="observed")
+    Cluster.objects.create(name="two", zookeeper_connect=second_chroot, mode="observed")
+    client = redis.Redis.from_url(redis_url)
+    fleets = [_fleet(redis_url), _fleet(redis_url)]
+    for fleet in fleets:
+        fleet.start()
+    try:
+        wait_for(lambda: sorted(len(f.held) for f in fleets) == [1, 1], timeout=15, what="one cluster each")
+        first, second = fleets
+        first.stop()
+        wait_for(lambda: sorted(second.held) == ["one", "two"], timeout=10, what="the other takes both")
+        wait_for(lambda: _int(client, layout.counts_key("one"), "partitions") == 4, timeout=10, what="still mirrored")
+    finally:
+        for fleet in fleets:
+            fleet.stop()
+        client.close()
+
+
+def test_the_per_worker_maximum_bounds_what_one_fleet_holds(
+    zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
+) -> None:
+    small_cluster(zk)
+    Cluster.objects.create(name="one", zookeeper_connect=zk_chroot, mode="observed")
+    Cluster.objects.create(name="two", zookeeper_connect=second_chroot, mode="observed")
+    fleet = _fleet(redis_url, max_clusters=1)
+    fleet.start()
+    try:
+        wait_for(lambda: len(fleet.held) == 1, timeout=10, what="one cluster held")
+        time.sleep(1.0)  # five more registry passes
+        assert len(fleet.held) == 1
+    finally:
+        fleet.stop()
+
+
+def test_a_cluster_whose_zookeeper_goes_away_later_reads_unreachable_not_empty(
+    zk: KazooClient, zk_chroot: str, zk_server: ZooKeeperServer, redis_url: str, settings: Any
+) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    settings.REDIS_URL = redis_url
+    small_cluster(zk)
+    Cluster.objects.create(name="fading", zookeeper_connect=zk_chroot, mode="observed")
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url)
+    fleet.start()
+    web = Client()
+    web.force_login(User.objects.create_user("vic", password="pw-correct-horse"))
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("fading"), "partitions") == 4, timeout=10, what="mirrored")
+        zk_server.stop()
+        try:
+            wait_for(
+                lambda: client.hget(layout.meta_key("fading"), "zk_state") in (b"SUSPENDED", b"LOST"),
+                timeout=15,
+                what="the mirror reports the lost connection",
+            )
+            page = web.get("/clusters/fading/").content.decode()
+            assert "ZooKeeper unreachable" in page
+            assert _int(client, layout.counts_key("fading"), "partitions") == 4  # what it last saw, kept
+            metrics = web.get("/clusters/fading/metrics").content.decode()
+            assert 'kcp_mirror_zookeeper_unreachable{cluster="fading"} 1.0' in metrics
+        finally:
+            zk_server.start()
+        wait_for(lambda: client.hget(layout.meta_key("fading"), "zk_state") == b"CONNECTED", timeout=30, what="back")
+    finally:
+        fleet.stop()
+        client.close()
