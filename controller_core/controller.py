@@ -4,7 +4,8 @@ This is Kafka's ``KafkaController`` re-implemented with the same order of operat
 (reference §7 to §10), split so that this module only dispatches and sequences:
 
 * ``process`` receives every event on the single event thread (``event_manager``) and sends it to
-  one ``_on_<event>`` method; ``ControllerMovedError`` is answered in one place, by resigning.
+  the one ``_on_<event>`` method that ``EVENT_HANDLERS`` names for its class;
+  ``ControllerMovedError`` is answered in one place, by resigning.
 * the state machines (``replica_state_machine``, ``partition_state_machine``) do the transitions,
   ``reassignment`` and ``topic_deletion`` the two long-running procedures;
 * ZooKeeper is reached only through the store (fenced, batched writes) and the watch registry
@@ -397,14 +398,14 @@ class Controller:
                     return
             if self._session_lost:
                 return
-        handler = getattr(self, f"_on_{_snake(type(event).__name__)}", None)
+        handler = EVENT_HANDLERS.get(type(event))
         if handler is None:
             logger.warning("no handler for %s", type(event).__name__)
             return
         try:
             self._transport.hold()
             with self.scl.caused_by(type(event).__name__):
-                handler(event)
+                handler(self, event)
         except ControllerMovedError:
             logger.info("controller %d moved: another controller was elected", self.config.controller_id)
             self._maybe_resign()
@@ -1254,6 +1255,39 @@ class Controller:
         }
 
 
+# Which method handles which event, written out so that a renamed event or handler is a NameError at
+# import (and a missing one fails tests/unit/test_event_dispatch.py), not a warning at run time.
+# Looked up by the event's exact class, as the name-built lookup it replaces did.
+EVENT_HANDLERS: Mapping[type[ControllerEvent], Callable[[Controller, Any], None]] = {
+    Startup: Controller._on_startup,
+    ControllerChange: Controller._on_controller_change,
+    Reelect: Controller._on_reelect,
+    Expire: Controller._on_expire,
+    Suspend: Controller._on_suspend,
+    Reconnected: Controller._on_reconnected,
+    RegisterAndReelect: Controller._on_register_and_reelect,
+    Probe: Controller._on_probe,
+    ShutdownEventThread: Controller._on_shutdown_event_thread,
+    BrokerChange: Controller._on_broker_change,
+    BrokerModifications: Controller._on_broker_modifications,
+    TopicChange: Controller._on_topic_change,
+    PartitionModifications: Controller._on_partition_modifications,
+    TopicConfigChange: Controller._on_topic_config_change,
+    TopicDeletion: Controller._on_topic_deletion,
+    TopicDeletionStopReplicaResponseReceived: Controller._on_topic_deletion_stop_replica_response_received,
+    ZkPartitionReassignment: Controller._on_zk_partition_reassignment,
+    ApiPartitionReassignment: Controller._on_api_partition_reassignment,
+    PartitionReassignmentIsrChange: Controller._on_partition_reassignment_isr_change,
+    ReplicaLeaderElection: Controller._on_replica_leader_election,
+    AutoPreferredReplicaLeaderElection: Controller._on_auto_preferred_replica_leader_election,
+    ControlledShutdown: Controller._on_controlled_shutdown,
+    AlterIsrReceived: Controller._on_alter_isr_received,
+    IsrChangeNotification: Controller._on_isr_change_notification,
+    LeaderAndIsrResponseReceived: Controller._on_leader_and_isr_response_received,
+    LogDirEventNotification: Controller._on_log_dir_event_notification,
+}
+
+
 def _controller_event(event: WatchEvent) -> ControllerEvent:
     return Reelect() if event.type is WatchEventType.DELETED else ControllerChange()
 
@@ -1265,15 +1299,6 @@ def _on_created(factory: Callable[[], ControllerEvent]) -> Callable[[WatchEvent]
 
 def _preferred_election_from_zk() -> ReplicaLeaderElection:
     return ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK)
-
-
-def _snake(name: str) -> str:
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
 
 
 class _PhaseClock:

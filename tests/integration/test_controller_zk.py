@@ -190,6 +190,54 @@ def test_standby_takes_over_with_the_next_epoch_when_the_active_one_stops(
     assert controller_epoch(zk) == 2
 
 
+def test_the_controller_znode_names_the_candidate_and_its_api_endpoint(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    brokers.start(1)
+    active = candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    candidates.start(101)
+    assert active.api is not None
+    info = codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0])
+    assert info.broker_id == 100 and info.extra == {"endpoint": active.api.url}
+    assert candidates.runners[101].controller is not None
+    assert candidates.runners[101].controller.run_on_event_thread(lambda: controller_epoch(zk)) == 1  # lost, no bump
+
+
+def test_a_controller_move_deletes_only_our_own_controller_znode_fenced_by_our_epoch(
+    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    """Kafka's ``triggerControllerMove`` (on an election error or an illegal state), on the real path."""
+    brokers.start(1)
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    candidates.start(101)
+    standby = candidates.runners[101].controller
+    assert standby is not None
+
+    # A standby asked to move the controller leaves the active one's /controller alone.
+    standby.run_on_event_thread(standby._trigger_controller_move)
+    assert codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id == 100
+    assert controller_epoch(zk) == 1
+
+    # The active one deletes its /controller (fenced by epoch 1's version): the watch re-elects.
+    active = candidates.runners[100].controller
+    assert active is not None
+    active.run_on_event_thread(active._trigger_controller_move)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None and controller_epoch(zk) == 2, what="re-election")
+
+    # Once another controller moved the epoch, the fenced delete fails and /controller stays.
+    winner = codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id
+    now_active = candidates.runners[winner].controller
+    assert now_active is not None
+    assert now_active.run_on_event_thread(lambda: now_active.ctx.epoch_zk_version) == 2
+    zk.set(paths.CONTROLLER_EPOCH_PATH, b"9")
+    before = zk.get(paths.CONTROLLER_PATH)
+    now_active.run_on_event_thread(now_active._trigger_controller_move)
+    after = zk.get(paths.CONTROLLER_PATH)
+    assert after[0] == before[0] and after[1].czxid == before[1].czxid
+
+
 def test_a_controller_whose_session_expires_resigns_and_cannot_write(
     zk: KazooClient, zk_chroot: str, brokers: FakeBrokers, candidates: Candidates
 ) -> None:

@@ -25,7 +25,6 @@ from controller_core.model import (
 from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import FeatureZNode, TopicAssignment
-from controller_core.zk.election import ControllerElection
 from controller_core.zk.history import HistoryRecorder
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
@@ -105,20 +104,20 @@ def test_the_first_controller_gets_epoch_1_at_zk_version_1(zk: KazooClient, stor
 
 
 def test_a_second_candidate_fails_while_the_first_holds_controller_then_wins_epoch_2(zk_chroot: str) -> None:
+    """The store half of ``Controller._elect`` (the controller half: test_controller_zk.py)."""
     first, second = _client(zk_chroot, timeout=4.0), _client(zk_chroot)
     try:
-        one = ControllerElection(first, 1, "http://one:9000")
-        two = ControllerElection(second, 2, "http://two:9000")
-        assert one.elect() == ControllerEpoch(1, 1)
-        assert two.elect() is None
+        one, two = ZkStore(first), ZkStore(second)
+        assert one.register_controller_and_increment_epoch(1, {"endpoint": "http://one:9000"}) == ControllerEpoch(1, 1)
         with pytest.raises(ControllerMovedError, match="names broker 1"):
-            ZkStore(second).register_controller_and_increment_epoch(2)
-        assert ZkStore(second).get_controller_epoch() == ControllerEpoch(1, 1)  # the failed multi changed nothing
+            two.register_controller_and_increment_epoch(2, {"endpoint": "http://two:9000"})
+        assert two.get_controller_epoch() == ControllerEpoch(1, 1)  # the failed multi changed nothing
+        assert two.get_controller_id() == 1
 
         expire_session(first, zk_chroot)
-        wait_for(lambda: two.active_controller_id() is None, what="/controller to go with the session")
-        assert two.elect() == ControllerEpoch(2, 2)
-        current = two.current()
+        wait_for(lambda: two.get_controller_id() is None, what="/controller to go with the session")
+        assert two.register_controller_and_increment_epoch(2, {"endpoint": "http://two:9000"}) == ControllerEpoch(2, 2)
+        current = two.get_controller()
         assert current is not None and current.broker_id == 2 and current.extra == {"endpoint": "http://two:9000"}
     finally:
         first.stop()
@@ -133,16 +132,16 @@ def test_a_retried_election_is_confirmed_by_the_verification_path(zk: KazooClien
         store._verify_controller_registration(2, won.epoch)
 
 
-def test_resigning_deletes_controller_fenced_and_only_our_own(zk: KazooClient, store: ZkStore) -> None:
-    election = ControllerElection(zk, 1, store=store)
-    won = election.elect()
-    assert won is not None
-    assert ControllerElection(zk, 2, store=store).resign(won.epoch_zk_version) is False
+def test_deleting_controller_is_fenced_by_the_epoch_version(zk: KazooClient, store: ZkStore) -> None:
+    """The store half of a controller move (only our own ``/controller``: test_controller_zk.py)."""
+    won = store.register_controller_and_increment_epoch(1)
     zk.set(paths.CONTROLLER_EPOCH_PATH, b"9")  # another controller moved the epoch
-    assert election.resign(won.epoch_zk_version) is False
+    with pytest.raises(ControllerMovedError):
+        store.delete_controller(won.epoch_zk_version)
     assert zk.exists(paths.CONTROLLER_PATH) is not None
-    assert election.resign(won.epoch_zk_version + 1) is True
+    assert store.delete_controller(won.epoch_zk_version + 1) is True
     assert zk.exists(paths.CONTROLLER_PATH) is None
+    assert store.delete_controller(won.epoch_zk_version + 1) is False  # already gone
 
 
 # -- fencing -----------------------------------------------------------------------------------------

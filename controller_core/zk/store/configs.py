@@ -1,0 +1,130 @@
+"""Entity configs and the notification znodes (reference §1.2.7-§1.2.9, §8.8, §8.10).
+
+``/config/<type>/<entity>`` overrides with their ``/config/changes`` announcements, and the
+sequential notifications brokers leave for the controller (``/isr_change_notification``,
+``/log_dir_event_notification``). Why together: each is written by an admin or a broker, read in
+bulk by the controller, and (for notifications) deleted by it, fenced, once handled; unreadable
+ones are logged and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from controller_core.model import TopicPartition
+from controller_core.zk import codecs, paths
+from controller_core.zk.store.engine import FencedMultiEngine
+
+logger = logging.getLogger(__name__)
+
+
+class ConfigAndNotificationZnodes(FencedMultiEngine):
+    """Config overrides, config changes and broker notifications."""
+
+    # ==============================================================================================
+    # configs (reference §1.2.9)
+    # ==============================================================================================
+    def get_topic_configs(self, topics: Collection[str]) -> dict[str, Mapping[str, str]]:
+        """Each topic's overrides from ``/config/topics/<t>`` (empty when absent or unreadable)."""
+        return self.get_entity_configs(paths.CONFIG_TYPE_TOPIC, topics)
+
+    def get_entity_configs(self, entity_type: str, entities: Collection[str]) -> dict[str, Mapping[str, str]]:
+        """Config overrides of ``/config/<type>/<entity>`` for each entity, in bulk (empty when absent;
+        unreadable JSON is logged and read as empty, so a bad override falls back to the defaults)."""
+        names = list(dict.fromkeys(entities))
+        results = self._read_data([paths.entity_config_path(entity_type, n) for n in names], size_hint=256)
+        out: dict[str, Mapping[str, str]] = {}
+        for name, r in zip(names, results, strict=True):
+            config: Mapping[str, str] = {}
+            if r.error is None:
+                try:
+                    config = codecs.decode_entity_config(r.data, f"/config/{entity_type}/{name}")
+                except ValueError as exc:
+                    logger.error("ignoring unreadable config: %s", exc)
+            out[name] = config
+        return out
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's overrides and announce the change, as ``kafka-configs`` does (unfenced
+        admin write): set-or-create ``/config/topics/<t>``, then a ``/config/changes`` notification."""
+        self._set_or_create(paths.topic_config_path(topic), codecs.encode_entity_config(config))
+        self._client.create(
+            f"{paths.CONFIG_CHANGES_PATH}/{paths.CONFIG_CHANGE_PREFIX}",
+            codecs.encode_config_change_notification(f"{paths.CONFIG_TYPE_TOPIC}/{topic}"),
+            sequence=True,
+            makepath=True,
+        )
+
+    def delete_topic_configs(self, topics: Collection[str], expected_controller_epoch_zk_version: int) -> None:
+        """Delete ``/config/topics/<t>`` of each topic (topic deletion); fenced; absent ones are fine."""
+        self._delete_all([paths.topic_config_path(t) for t in topics], expected_controller_epoch_zk_version)
+
+    # ==============================================================================================
+    # notifications (reference §1.2.7, §1.2.8, §8.8, §8.10)
+    # ==============================================================================================
+    def get_isr_change_notification_names(self) -> list[str]:
+        """Child names of ``/isr_change_notification``, in sequence order."""
+        return self._sequential_children(paths.ISR_CHANGE_NOTIFICATION_PATH, paths.ISR_CHANGE_NOTIFICATION_PREFIX)
+
+    def get_isr_change_notifications(self, names: Sequence[str]) -> dict[str, set[TopicPartition]]:
+        """The partitions of each named notification, in bulk; vanished or unreadable ones are left out."""
+        results = self._read_data([paths.isr_change_notification_path(n) for n in names], size_hint=512)
+        out: dict[str, set[TopicPartition]] = {}
+        for name, r in zip(names, results, strict=True):
+            if r.error is None:
+                try:
+                    out[name] = codecs.decode_isr_change_notification(r.data)
+                except ValueError as exc:
+                    logger.warning("ignoring ISR change notification %s: %s", name, exc)
+        return out
+
+    def delete_isr_change_notifications(
+        self, names: Collection[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        """Delete the named ISR-change notifications; fenced; absent ones are fine."""
+        self._delete_all([paths.isr_change_notification_path(n) for n in names], expected_controller_epoch_zk_version)
+
+    def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
+        """Publish an ISR-change notification as a pre-AlterIsr partition leader does; returns its name."""
+        created: str = self._client.create(
+            f"{paths.ISR_CHANGE_NOTIFICATION_PATH}/{paths.ISR_CHANGE_NOTIFICATION_PREFIX}",
+            codecs.encode_isr_change_notification(partitions),
+            sequence=True,
+            makepath=True,
+        )
+        return created.rsplit("/", 1)[1]
+
+    def get_log_dir_event_notification_names(self) -> list[str]:
+        """Child names of ``/log_dir_event_notification``, in sequence order."""
+        return self._sequential_children(paths.LOG_DIR_EVENT_NOTIFICATION_PATH, paths.LOG_DIR_EVENT_NOTIFICATION_PREFIX)
+
+    def get_log_dir_event_broker_ids(self, names: Sequence[str]) -> dict[str, int]:
+        """The broker id of each named log-dir event notification; vanished/unreadable ones left out."""
+        results = self._read_data([paths.log_dir_event_notification_path(n) for n in names], size_hint=64)
+        out: dict[str, int] = {}
+        for name, r in zip(names, results, strict=True):
+            if r.error is None:
+                try:
+                    out[name] = codecs.decode_log_dir_event(r.data)
+                except ValueError as exc:
+                    logger.warning("ignoring log dir event notification %s: %s", name, exc)
+        return out
+
+    def delete_log_dir_event_notifications(
+        self, names: Collection[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        """Delete the named log-dir event notifications; fenced; absent ones are fine."""
+        self._delete_all(
+            [paths.log_dir_event_notification_path(n) for n in names], expected_controller_epoch_zk_version
+        )
+
+    def create_log_dir_event_notification(self, broker_id: int) -> str:
+        """Publish a log-dir failure event for ``broker_id`` (broker side); returns the node name."""
+        created: str = self._client.create(
+            f"{paths.LOG_DIR_EVENT_NOTIFICATION_PATH}/{paths.LOG_DIR_EVENT_NOTIFICATION_PREFIX}",
+            codecs.encode_log_dir_event(broker_id),
+            sequence=True,
+            makepath=True,
+        )
+        return created.rsplit("/", 1)[1]

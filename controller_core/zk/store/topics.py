@@ -1,0 +1,272 @@
+"""Topics and their partition states (reference §1.2.3, §1.2.4, §8.7, §10).
+
+Topic assignment znodes (``/brokers/topics/<t>``) and the per-partition ``state`` znodes the
+controller reads and conditionally rewrites (``ports.PartitionStateStore``). Why together: a
+partition state's parents are the topic's znodes, so creating states and deleting topics walk the
+same tree, in phases (parents before children, children before parents).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterator, Mapping, Sequence
+
+from kazoo.exceptions import NodeExistsError
+
+from controller_core.errors import ZkOperationError
+from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from controller_core.ports import LeaderAndIsrWrite, PartitionStateRead, UpdateLeaderAndIsrResult, ZkCode
+from controller_core.zk import codecs, paths
+from controller_core.zk.codecs import TopicAssignment
+from controller_core.zk.store.engine import FencedMultiEngine
+from controller_core.zk.store.wire import CREATE, SET, Op, zk_code
+
+logger = logging.getLogger(__name__)
+
+
+class TopicZnodes(FencedMultiEngine):
+    """Topic assignments and partition states (implements ``ports.PartitionStateStore``)."""
+
+    # ==============================================================================================
+    # topics (reference §1.2.3, §8.7, §10)
+    # ==============================================================================================
+    def get_all_topics(self) -> set[str]:
+        """Names of all topics (children of ``/brokers/topics``; empty when the path is missing)."""
+        return set(self._children(paths.TOPICS_PATH))
+
+    def get_replica_assignments(self, topics: Collection[str]) -> dict[str, TopicAssignment]:
+        """Each existing topic's ``(topic_id, {partition: ReplicaAssignment})``, read in bulk.
+
+        Topics without a znode are left out. A topic znode that is not Kafka's JSON is logged as an
+        error and returned as an empty assignment (no partitions), rather than failing a failover.
+        """
+        names = list(dict.fromkeys(topics))
+        results = self._read_data([paths.topic_path(t) for t in names], size_hint=2048)
+        out: dict[str, TopicAssignment] = {}
+        shared: dict[tuple[int, ...], ReplicaAssignment] = {}  # one object per distinct replica list
+        for topic, r in zip(names, results, strict=True):
+            if r.error is not None:
+                continue
+            try:
+                out[topic] = codecs.decode_topic_assignment(topic, r.data, shared)
+            except ValueError as exc:
+                logger.error("unreadable assignment of topic %s: %s", topic, exc)
+                out[topic] = TopicAssignment(None, {})
+        return out
+
+    def get_partition_znode_ids(self, topics: Collection[str]) -> dict[str, set[int]]:
+        """For each topic, the partitions that have a ``/partitions/<p>`` znode (empty when none)."""
+        names = list(dict.fromkeys(topics))
+        results = self.reader.get_children([paths.partitions_path(t) for t in names], size_hint=1024)
+        return {t: {int(c) for c in (r.children or ()) if c.isdigit()} for t, r in zip(names, results, strict=True)}
+
+    def create_topic(
+        self,
+        topic: str,
+        assignment: Mapping[int, Sequence[int] | ReplicaAssignment],
+        config: Mapping[str, str] | None = None,
+        topic_id: str | None = None,
+    ) -> None:
+        """Create a topic as ``kafka-topics`` does (unfenced admin write).
+
+        Validates the name and the assignment (partitions 0..n-1, non-empty distinct replica lists of
+        one size), writes ``/config/topics/<t>`` first, then creates ``/brokers/topics/<t>``. Raises
+        ``ValueError`` on invalid input and ``ZkOperationError`` (NODEEXISTS) when the topic exists.
+        """
+        paths.validate_topic_name(topic)
+        replicas = {
+            int(p): (a if isinstance(a, ReplicaAssignment) else ReplicaAssignment.of(a)) for p, a in assignment.items()
+        }
+        _validate_assignment(topic, replicas)
+        if self._client.exists(paths.topic_path(topic)) is not None:
+            raise ZkOperationError(ZkCode.NODE_EXISTS, paths.topic_path(topic), f"topic '{topic}' already exists")
+        self._set_or_create(paths.topic_config_path(topic), codecs.encode_entity_config(config or {}))
+        try:
+            self._client.create(
+                paths.topic_path(topic), codecs.encode_topic_assignment(replicas, topic_id), makepath=True
+            )
+        except NodeExistsError:
+            raise ZkOperationError(
+                ZkCode.NODE_EXISTS, paths.topic_path(topic), f"topic '{topic}' already exists"
+            ) from None
+
+    def set_topic_assignment(
+        self,
+        topic: str,
+        topic_id: str | None,
+        assignment: Mapping[int, ReplicaAssignment],
+        expected_controller_epoch_zk_version: int,
+    ) -> None:
+        """Rewrite ``/brokers/topics/<t>`` (reassignment steps, topic ids, restoring partitions); fenced.
+
+        Raises ``ZkOperationError`` (NONODE) when the topic znode does not exist.
+        """
+        codes = self.set_topic_assignments(
+            {topic: TopicAssignment(topic_id, dict(assignment))}, expected_controller_epoch_zk_version
+        )
+        if codes[topic] != ZkCode.OK:
+            raise ZkOperationError(codes[topic], paths.topic_path(topic), "setting the topic assignment failed")
+
+    def set_topic_assignments(
+        self, assignments: Mapping[str, TopicAssignment], expected_controller_epoch_zk_version: int
+    ) -> dict[str, ZkCode]:
+        """Rewrite many topic znodes in batched fenced multis; per-topic result code."""
+        topics = list(assignments)
+        ops = [
+            Op(
+                SET,
+                paths.topic_path(t),
+                codecs.encode_topic_assignment(assignments[t].partitions, assignments[t].topic_id),
+            )
+            for t in topics
+        ]
+        outcomes = self._fenced_write(ops, expected_controller_epoch_zk_version)
+        return {t: o.code for t, o in zip(topics, outcomes, strict=True)}
+
+    def delete_topic_recursively(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
+        """Delete ``/brokers/topics/<t>`` and everything under it, children first; each delete fenced."""
+        self.delete_topics_recursively([topic], expected_controller_epoch_zk_version)
+
+    def delete_topics_recursively(self, topics: Collection[str], expected_controller_epoch_zk_version: int) -> None:
+        """Delete the topic znodes of ``topics`` with their subtrees (see ``_delete_recursively``)."""
+        self._delete_recursively([paths.topic_path(t) for t in topics], expected_controller_epoch_zk_version)
+
+    # ==============================================================================================
+    # partition states (ports.PartitionStateStore, reference §1.2.4)
+    # ==============================================================================================
+    def get_partition_states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, PartitionStateRead]:
+        """Read state znodes in bulk (multi-read). Per partition: OK with the decoded state (its
+        ``zk_version`` = the znode's data version), NONODE, or OTHER (unreadable JSON, logged)."""
+        ok = ZkCode.OK
+        out: dict[TopicPartition, PartitionStateRead] = {}
+        for tp, state, code in self._read_partition_states(partitions):
+            out[tp] = PartitionStateRead(ok, state) if state is not None else PartitionStateRead(code)
+        return out
+
+    def get_partition_leadership(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """The decoded state of every partition whose state znode exists and is readable (the others,
+        missing or unreadable, are left out; unreadable ones are logged).
+
+        What a failover loads into its leadership cache: ``get_partition_states`` without a
+        ``PartitionStateRead`` per partition (at 100,000 partitions those objects alone were about a
+        tenth of the read).
+        """
+        return {tp: state for tp, state, _ in self._read_partition_states(partitions) if state is not None}
+
+    def _read_partition_states(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Iterator[tuple[TopicPartition, LeaderIsrAndControllerEpoch | None, ZkCode]]:
+        """(partition, decoded state or None, code) for each distinct partition, in input order."""
+        unique = list(dict.fromkeys(partitions))
+        state_path = paths.partition_state_path
+        # Streamed: each batch is decoded while ZooKeeper answers the next ones.
+        results = self._iter_data_versions([state_path(tp) for tp in unique], size_hint=96)
+        decode = codecs.decode_partition_state
+        ok, other = ZkCode.OK, ZkCode.OTHER
+        for tp, (data, version, error) in zip(unique, results, strict=True):
+            if error is None:
+                try:
+                    yield tp, decode(data, version), ok
+                except ValueError as exc:
+                    logger.error("unreadable state of partition %s: %s", tp, exc)
+                    yield tp, None, other
+            else:
+                yield tp, None, zk_code(error)
+
+    def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+        expected_controller_epoch_zk_version: int,
+    ) -> dict[TopicPartition, ZkCode]:
+        """Create the state znodes of new partitions; fenced; per-partition code of the state create.
+
+        Phases (each a batch of fenced multis, so a parent always exists before its child):
+        1. list ``/brokers/topics/<t>/partitions`` of each topic (one multi-read);
+        2. create the missing ``.../partitions`` znodes, then the missing ``.../partitions/<p>`` znodes
+           (NODEEXISTS from a race is fine);
+        3. create the ``state`` znodes. NONODE there means the topic znode is gone.
+        """
+        if not states:
+            return {}
+        tps = list(states)
+        topics = list(dict.fromkeys(tp.topic for tp in tps))
+        existing = self.reader.get_children([paths.partitions_path(t) for t in topics], size_hint=1024)
+        have_dir = {t: r.children is not None for t, r in zip(topics, existing, strict=True)}
+        have_partition = {t: set(r.children or ()) for t, r in zip(topics, existing, strict=True)}
+        expected = expected_controller_epoch_zk_version
+        missing_dirs = [Op(CREATE, paths.partitions_path(t)) for t in topics if not have_dir[t]]
+        if missing_dirs:
+            self._fenced_write(missing_dirs, expected)
+        missing_partitions = [
+            Op(CREATE, paths.partition_path(tp)) for tp in tps if str(tp.partition) not in have_partition[tp.topic]
+        ]
+        if missing_partitions:
+            self._fenced_write(missing_partitions, expected)
+        ops = [Op(CREATE, paths.partition_state_path(tp), codecs.encode_partition_state(states[tp])) for tp in tps]
+        outcomes = self._fenced_write(ops, expected)
+        return {tp: o.code for tp, o in zip(tps, outcomes, strict=True)}
+
+    def update_leader_and_isr(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        expected_controller_epoch_zk_version: int,
+    ) -> UpdateLeaderAndIsrResult:
+        """Conditionally write each state znode (expected version = ``LeaderAndIsr.zk_version``) with
+        ``controller_epoch`` in the JSON; fenced; batched.
+
+        OK -> ``finished[tp]`` = the state with the new zk version; BADVERSION -> ``needs_retry``;
+        anything else -> ``finished[tp]`` = ``ZkOperationError``. Raises ``ControllerMovedError``.
+        """
+        result = UpdateLeaderAndIsrResult()
+        outcomes = self.update_leader_and_isr_iter(states, controller_epoch, expected_controller_epoch_zk_version)
+        for tp, outcome in outcomes:
+            if outcome is None:
+                result.needs_retry.append(tp)
+            else:
+                result.finished[tp] = outcome
+        return result
+
+    def update_leader_and_isr_iter(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        expected_controller_epoch_zk_version: int,
+    ) -> Iterator[LeaderAndIsrWrite]:
+        """``update_leader_and_isr`` as the multis come back: ``(tp, outcome)`` per partition in the
+        order of ``states``, outcome as in ``ports.LeaderAndIsrWrite`` (None: BADVERSION, retry)."""
+        items = list(states.items())
+        encode = codecs.encode_leader_and_isr
+        state_path = paths.partition_state_path
+        ops = [Op(SET, state_path(tp), encode(lai, controller_epoch), lai.zk_version) for tp, lai in items]
+        ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
+        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version):
+            tp, lai = items[i]
+            if outcome.code is ok:
+                yield tp, lai.with_zk_version(outcome.result.version)
+            elif outcome.code is bad_version:
+                yield tp, None
+            else:
+                yield tp, ZkOperationError(outcome.code, ops[i].path, repr(outcome.error))
+
+
+def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]) -> None:
+    if not assignment:
+        raise ValueError(f"topic '{topic}': an assignment needs at least one partition")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise ValueError(
+            f"topic '{topic}': partitions must be numbered 0..{len(assignment) - 1}, got {sorted(assignment)}"
+        )
+    sizes = set()
+    for partition, a in assignment.items():
+        if not a.replicas:
+            raise ValueError(f"topic '{topic}' partition {partition}: the replica list is empty")
+        if len(set(a.replicas)) != len(a.replicas):
+            raise ValueError(f"topic '{topic}' partition {partition}: duplicate replicas {list(a.replicas)}")
+        if any(r < 0 for r in a.replicas):
+            raise ValueError(f"topic '{topic}' partition {partition}: negative broker id in {list(a.replicas)}")
+        sizes.add(len(a.replicas))
+    if len(sizes) > 1:
+        raise ValueError(f"topic '{topic}': all partitions must have the same number of replicas, got {sorted(sizes)}")
