@@ -34,6 +34,10 @@ class ControllerConfig:
     #: waits for the broker's answer before the connection is dropped and the request resent. A
     #: broker applying a LeaderAndIsr for hundreds of thousands of partitions can need longer.
     request_timeout_s: float = 30.0
+    #: The brokers' ``zookeeper.session.timeout.ms`` (Kafka's default, 18 s): a broker that died was
+    #: gone about this long before its registration vanished, which the state-change log records as
+    #: the estimated start of its partitions' outage (``session_lost_ms`` on ``broker_change``).
+    broker_session_timeout_s: float = 18.0
 
     def __post_init__(self) -> None:
         if self.request_timeout_s <= 0:

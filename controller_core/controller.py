@@ -682,7 +682,22 @@ class Controller:
                 channel.add_broker(registered[b])
             for b in dead_ids:
                 channel.remove_broker(b)
-        self.scl.record("broker_change", new_brokers=new_ids, dead_brokers=dead_ids, bounced_brokers=bounced_ids)
+        # A dead broker (not one in controlled shutdown) lost its ZooKeeper session about a session
+        # timeout before its registration vanished: that, marked estimated, is when its partitions
+        # really lost their leader; the record's ts is only when this controller noticed.
+        expired = [b for b in dead_ids if b not in self.ctx.shutting_down_broker_ids]
+        lost = (
+            {
+                "session_lost_brokers": expired,
+                "session_lost_ms": self._clock() * 1000.0 - self.config.broker_session_timeout_s * 1000.0,
+                "session_lost_estimated": True,
+            }
+            if expired
+            else {}
+        )
+        self.scl.record(
+            "broker_change", new_brokers=new_ids, dead_brokers=dead_ids, bounced_brokers=bounced_ids, **lost
+        )
         if new_ids:
             self.ctx.add_live_brokers(registered[b] for b in new_ids)
             self._on_broker_startup(new_ids)

@@ -187,8 +187,13 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Analytics (issue #8): report on the previous UTC day every night (workers.analytics.tasks.nightly).
+# Issue #30: today's analytics every ANALYTICS_CURRENT_EVERY_S (skipped when nothing new was logged),
+# computed by the warm Spark Connect server at SPARK_REMOTE ("" = a JVM in the worker, not advised).
+SPARK_REMOTE = env_str("SPARK_REMOTE", "sc://127.0.0.1:15002")
+ANALYTICS_CURRENT_EVERY_S = float(env_str("ANALYTICS_CURRENT_EVERY_S", "180"))
 CELERY_BEAT_SCHEDULE = {
     "analytics-nightly": {"task": "workers.analytics.nightly", "schedule": crontab(hour=0, minute=30)},
+    "analytics-current": {"task": "workers.analytics.current", "schedule": ANALYTICS_CURRENT_EVERY_S},
     # Audit (issue #7): copy each cluster's state-change stream into the database, in order.
     "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
     # Audit retention (issue #7): delete audit rows older than AUDIT_RETENTION_DAYS, once a day.

@@ -33,6 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VAR = REPO_ROOT / "var"
 DEFAULT_ZK_PORT = 21810
 DEFAULT_REDIS_PORT = 26379
+DEFAULT_SPARK_CONNECT_PORT = 15002
 
 _ZK_JARS = (
     "zookeeper.jar",
@@ -367,6 +368,62 @@ class RedisServer(ManagedProcess):
             return False
 
 
+def pyspark_home() -> Path:
+    """The installed pyspark package, which ships Spark itself (``bin/``, ``sbin/``, ``jars/``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ServiceError("pyspark is not installed in this Python: run scripts/bootstrap")
+    return Path(spec.origin).parent
+
+
+@dataclass(kw_only=True)
+class SparkConnectServer(ManagedProcess):
+    """A warm Spark Connect server (Spark's own ``sbin/start-connect-server.sh``) on a loopback port.
+
+    The analytics worker is a Connect client (``SPARK_REMOTE=sc://host:port``), so no JVM runs in a
+    Celery child and the JIT and the session stay warm between runs. ``master`` is ``local[*]`` by
+    default; the same client talks to a server in front of a real cluster (docs/deployment.md).
+    """
+
+    name: str = "spark-connect"
+    master: str = "local[*]"
+    driver_memory: str = "4g"
+
+    @property
+    def remote(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        home = pyspark_home()
+        env = [
+            f"SPARK_HOME={home}",
+            f"SPARK_LOG_DIR={self.base_dir}",
+            f"SPARK_PID_DIR={self.base_dir}",
+            f"SPARK_LOCAL_IP={self.host}",
+            f"PYSPARK_PYTHON={sys.executable}",
+        ]
+        if os.environ.get("JAVA_HOME"):
+            env.append(f"JAVA_HOME={os.environ['JAVA_HOME']}")
+        confs = {
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
+            "spark.ui.enabled": "false",
+            "spark.sql.session.timeZone": "UTC",
+        }
+        args = ["--master", self.master, "--driver-memory", self.driver_memory]
+        for key, value in confs.items():
+            args += ["--conf", f"{key}={value}"]
+        # --wait: run in the foreground (no daemon, no pid file of Spark's), so our pid file holds it.
+        return ["env", *env, "bash", str(home / "sbin" / "start-connect-server.sh"), "--wait", *args]
+
+    def ready(self) -> bool:
+        return port_open(self.host, self.port, timeout=1.0)
+
+
 def missing_debian_packages() -> list[str]:
     """Debian packages the stack needs that this machine lacks."""
     missing = []
@@ -419,6 +476,7 @@ class ServiceSet:
     redis_port: int
     host: str = "127.0.0.1"
     zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
+    spark_port: int = 0  # a Spark Connect server too when non-zero (the dev stack; tests start their own)
 
     @property
     def zookeeper(self) -> ZooKeeperServer:
@@ -428,16 +486,34 @@ class ServiceSet:
     def redis(self) -> RedisServer:
         return RedisServer(host=self.host, port=self.redis_port, base_dir=self.base_dir)
 
+    @property
+    def spark(self) -> SparkConnectServer | None:
+        if not self.spark_port:
+            return None
+        return SparkConnectServer(
+            host=self.host,
+            port=self.spark_port,
+            base_dir=self.base_dir,
+            master=os.environ.get("SPARK_CONNECT_MASTER", "local[*]"),
+            driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
+        )
+
     def up(self) -> None:
         self.zookeeper.start()
         self.redis.start()
+        if self.spark is not None:
+            self.spark.start(timeout=120.0)  # a cold JVM on a busy 2-core machine takes 15-40 s
 
     def down(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
         self.redis.stop()
         self.zookeeper.stop()
 
     def status(self) -> list[str]:
-        return [self.zookeeper.status_line(), self.redis.status_line()]
+        return [self.zookeeper.status_line(), self.redis.status_line()] + (
+            [self.spark.status_line()] if self.spark is not None else []
+        )
 
 
 def default_service_set() -> ServiceSet:
@@ -445,6 +521,7 @@ def default_service_set() -> ServiceSet:
         base_dir=Path(os.environ.get("SERVICES_DIR", DEFAULT_VAR / "services")),
         zk_port=int(os.environ.get("ZK_PORT", DEFAULT_ZK_PORT)),
         redis_port=int(os.environ.get("REDIS_PORT", DEFAULT_REDIS_PORT)),
+        spark_port=int(os.environ.get("SPARK_CONNECT_PORT", DEFAULT_SPARK_CONNECT_PORT)),
     )
 
 
@@ -481,10 +558,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(services.status()))
         elif args.action == "status":
             print("\n".join(services.status()))
-            return 0 if services.zookeeper.running() and services.redis.running() else 3
+            spark_ok = services.spark is None or services.spark.running()
+            return 0 if services.zookeeper.running() and services.redis.running() and spark_ok else 3
         else:  # env: lines a shell can eval
             print(f"export ZOOKEEPER_CONNECT={services.zookeeper.connect_string}")
             print(f"export REDIS_URL={services.redis.url}")
+            if services.spark is not None:
+                print(f"export SPARK_REMOTE={services.spark.remote}")
     except (ServiceError, subprocess.CalledProcessError) as exc:
         print(f"services: {exc}", file=sys.stderr)
         return 1

@@ -155,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     services = default_service_set()
     already_up = services.zookeeper.running() and services.redis.running()
+    already_up = already_up and (services.spark is None or services.spark.running())
     try:
         services.up()
     except ServiceError as exc:
@@ -163,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault("ZOOKEEPER_CONNECT", f"{services.zookeeper.connect_string}/kafka")
     env.setdefault("REDIS_URL", services.redis.url)
+    if services.spark is not None:  # the analytics worker is a client of the warm Spark Connect server
+        env.setdefault("SPARK_REMOTE", services.spark.remote)
     env.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     env["PYTHONUNBUFFERED"] = "1"
 
@@ -195,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  Dashboard:  {url}   (cluster {args.cluster!r}: {url}clusters/{args.cluster}/)",
                     f"  Health:     {url}healthz",
                     "  " + credentials.replace("\n", "\n  "),
-                    f"  ZooKeeper:  {env['ZOOKEEPER_CONNECT']}   Redis: {env['REDIS_URL']}",
+                    f"  ZooKeeper:  {env['ZOOKEEPER_CONNECT']}   Redis: {env['REDIS_URL']}"
+                    f"   Spark: {env.get('SPARK_REMOTE', 'none')}",
                     f"  Controllers {CONTROLLER_IDS[0]} and {CONTROLLER_IDS[1]} (one active, one standby);"
                     f" {args.brokers} demo brokers",
                     f"  More clusters: {url}actions/admin/clusters/ (mirrored and, if managed, controlled at once)",

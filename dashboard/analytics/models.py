@@ -28,8 +28,11 @@ class AnalyticsRun(models.Model):
         PAGE = "page", "Run now (page)"
         NIGHTLY = "nightly", "Nightly schedule"
         COMMAND = "command", "manage.py run_analytics"
+        CURRENT = "current", "Every few minutes (today so far)"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
+    #: The pipeline's stages, in order, with the share of the progress bar each ends at (``runner``).
+    STAGES = (("export", 0.01), ("compact", 0.05), ("compute", 0.8), ("load", 1.0))
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.PAGE)
@@ -63,12 +66,23 @@ class AnalyticsRun(models.Model):
     def cluster_list(self) -> list[str]:
         return [c for c in self.clusters.split(",") if c]
 
+    @property
+    def stage(self) -> str:
+        """Which stage the progress is in: export, compact, compute or load (done when finished)."""
+        if not self.is_active:
+            return "done"
+        for name, ends_at in self.STAGES:
+            if self.progress < ends_at:
+                return name
+        return self.STAGES[-1][0]
+
     def as_status(self) -> dict[str, object]:
         """The JSON the page polls while the run is going."""
         return {
             "id": self.pk,
             "status": self.status,
             "active": self.is_active,
+            "stage": self.stage,
             "progress": round(self.progress, 3),
             "message": self.message,
             "error": self.error,
@@ -135,9 +149,14 @@ class UnavailabilityInterval(models.Model):
     cluster = models.CharField(max_length=100)
     topic = models.CharField(max_length=255)
     partition = models.IntegerField()
-    started_at = models.DateTimeField()
+    started_at = models.DateTimeField(help_text="When the controller detected it")
+    estimated_started_at = models.DateTimeField(
+        null=True,
+        help_text="When the dead broker's ZooKeeper session was lost (controller's estimate); null if detected",
+    )
     ended_at = models.DateTimeField(null=True, help_text="Null while still leaderless")
-    duration_s = models.FloatField(null=True)
+    duration_s = models.FloatField(null=True, help_text="From the detected start")
+    outage_s = models.FloatField(null=True, help_text="From the estimated start if there is one (the daily figures')")
     cause_broker = models.IntegerField(null=True)
     end_reason = models.CharField(max_length=16, blank=True)
 

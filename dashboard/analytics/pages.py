@@ -103,6 +103,18 @@ def _day_labels(f: Filters) -> list[str]:
     return [d.isoformat() for d in f.days]
 
 
+def _covered_days(f: Filters) -> set[date]:
+    """Days the results cover for this cluster (every run writes each known topic's row for each of
+    its days). Outside them a chart shows a gap, not a zero: before a cluster's first record, or a
+    day no run has reached yet, nothing is known."""
+    return set(f.by_day(M.TopicAvailability.objects.all()).values_list("day", flat=True).distinct())
+
+
+def _counts(f: Filters, per_day: dict[date, int]) -> list[int | None]:
+    covered = _covered_days(f)
+    return [per_day.get(d, 0) if d in covered else None for d in f.days]
+
+
 # --- availability ----------------------------------------------------------------------------------
 
 
@@ -140,7 +152,7 @@ def _mttr_chart(f: Filters) -> ChartConfig:
         (per_day[d]["recovery"] / per_day[d]["recoveries"]) if d in per_day and per_day[d]["recoveries"] else None
         for d in f.days
     ]
-    outages = [per_day[d]["outages"] if d in per_day else 0 for d in f.days]
+    outages = _counts(f, {d: r["outages"] for d, r in per_day.items()})
     config = _bar(
         _day_labels(f),
         [
@@ -161,7 +173,7 @@ def _outages_chart(f: Filters) -> ChartConfig:
     rows = (
         f.by_time(M.UnavailabilityInterval.objects.all(), "started_at")
         .values("cause_broker")
-        .annotate(n=Count("id"), total=Sum("duration_s"))
+        .annotate(n=Count("id"), total=Sum("outage_s"))
         .order_by("cause_broker")
     )
     labels = [f"broker {r['cause_broker']}" if r["cause_broker"] is not None else "unknown" for r in rows]
@@ -188,7 +200,7 @@ def _elections_chart(f: Filters) -> ChartConfig:
     counts: dict[str, dict[date, int]] = defaultdict(dict)
     for r in f.by_day(M.ElectionCount.objects.all()).values("strategy", "day").annotate(n=Sum("elections")):
         counts[r["strategy"]][r["day"]] = r["n"]
-    datasets = [{"label": s, "data": [counts[s].get(d, 0) for d in f.days]} for s in sorted(counts)]
+    datasets = [{"label": s, "data": _counts(f, counts[s])} for s in sorted(counts)]
     return _bar(_day_labels(f), datasets, "elections", stacked=True)
 
 
@@ -198,7 +210,7 @@ def _unclean_chart(f: Filters) -> ChartConfig:
     )
     return _bar(
         _day_labels(f),
-        [{"label": "unclean elections", "data": [per_day.get(d, 0) for d in f.days]}],
+        [{"label": "unclean elections", "data": _counts(f, per_day)}],
         "unclean elections",
     )
 
@@ -360,7 +372,9 @@ PAGES: tuple[Page, ...] = (
         "mttr",
         "MTTR",
         "Mean time to recovery: how long partitions stayed leaderless, averaged over the outages that "
-        "ended (with an election) on that day; per broker whose loss caused them.",
+        "ended (with an election) on that day; per broker whose loss caused them. An outage caused by a "
+        "broker that died counts from the estimated loss of its ZooKeeper session (recorded by the "
+        "controller), else from when the controller detected it.",
         lambda f: f.by_day(M.BrokerOutage.objects.all()).order_by("-day", "broker"),
         (
             Column("Day", "day"),
@@ -376,16 +390,21 @@ PAGES: tuple[Page, ...] = (
         "outages",
         "Unavailability intervals",
         "Every interval a partition spent without a leader: from going offline (or losing its leader) "
-        "to the next election. Open intervals have no end yet.",
+        "to the next election. Open intervals have no end yet. 'Detected' is when the controller noticed; "
+        "'Estimated start' is when a dead broker's ZooKeeper session was really lost (its registration "
+        "vanishes only a session timeout later). 'Outage' counts from the estimate when there is one, "
+        "and is what the daily figures use; 'Detected duration' counts from the detection.",
         lambda f: f.by_time(M.UnavailabilityInterval.objects.all(), "started_at").order_by(
-            F("duration_s").desc(nulls_first=True), "started_at"
+            F("outage_s").desc(nulls_first=True), "started_at"
         ),
         (
             Column("Topic", "topic"),
             Column("Partition", "partition", "num"),
-            Column("Started", "started_at", "time"),
+            Column("Detected", "started_at", "time"),
+            Column("Estimated start", "estimated_started_at", "time"),
             Column("Ended", "ended_at", "time"),
-            Column("Duration", "duration_s", "s"),
+            Column("Outage", "outage_s", "s"),
+            Column("Detected duration", "duration_s", "s"),
             Column("Broker lost", "cause_broker", "num"),
             Column("Ended by", "end_reason"),
         ),

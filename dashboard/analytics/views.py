@@ -61,8 +61,32 @@ class RunForm(forms.Form):
         return data
 
 
-def _yesterday() -> date:
-    return (datetime.now(UTC) - timedelta(days=1)).date()
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+def next_scheduled_runs(now: datetime | None = None) -> list[tuple[str, datetime]]:
+    """The analytics entries of the beat schedule and when each next fires (UTC), soonest first.
+
+    An interval entry fires ``every`` seconds after the last run it started (or within ``every`` of
+    now when there is none yet); a crontab entry at its next matching minute.
+    """
+    from django.conf import settings
+
+    now = now or datetime.now(UTC)
+    found: list[tuple[str, datetime]] = []
+    for name, entry in getattr(settings, "CELERY_BEAT_SCHEDULE", {}).items():
+        if not str(entry.get("task", "")).startswith("workers.analytics."):
+            continue
+        schedule = entry["schedule"]
+        if isinstance(schedule, (int, float)):
+            last = AnalyticsRun.objects.filter(trigger=AnalyticsRun.Trigger.CURRENT).first()
+            base = last.created_at if last is not None else now
+            due = base + timedelta(seconds=float(schedule))
+            found.append((name, max(due, now)))
+        else:
+            found.append((name, now + schedule.remaining_estimate(now)))
+    return sorted(found, key=lambda item: item[1])
 
 
 def _filters(request: HttpRequest) -> tuple[Filters | None, FilterForm, list[str]]:
@@ -74,7 +98,8 @@ def _filters(request: HttpRequest) -> tuple[Filters | None, FilterForm, list[str
     cluster = form.cleaned_data.get("cluster") or (clusters[0] if clusters else "")
     if not cluster:
         return None, form, clusters
-    until = form.cleaned_data.get("until") or pages.latest_day(cluster) or _yesterday()
+    # Today by default: the every-few-minutes run keeps it current (issue #30).
+    until = form.cleaned_data.get("until") or max(_today(), pages.latest_day(cluster) or _today())
     since = form.cleaned_data.get("since") or until - timedelta(days=DEFAULT_DAYS - 1)
     since = min(since, until)
     return Filters(cluster, since, until), form, clusters
@@ -83,12 +108,14 @@ def _filters(request: HttpRequest) -> tuple[Filters | None, FilterForm, list[str
 def _run_context(request: HttpRequest) -> dict[str, Any]:
     active = AnalyticsRun.objects.filter(status__in=AnalyticsRun.ACTIVE).first()
     last = AnalyticsRun.objects.exclude(status__in=AnalyticsRun.ACTIVE).first()
-    yesterday = _yesterday()
+    today = _today()
     return {
         "active_run": active,
         "last_run": last,
+        "next_runs": next_scheduled_runs(),
+        "stages": [name for name, _ in AnalyticsRun.STAGES],
         "can_run": request.user.has_perm("analytics.run_analytics"),
-        "run_form": RunForm(initial={"since": yesterday, "until": yesterday}),
+        "run_form": RunForm(initial={"since": today, "until": today}),
     }
 
 

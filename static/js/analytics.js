@@ -53,6 +53,14 @@
           if (field("bar")) { field("bar").style.width = pct + "%"; }
           if (field("status")) { field("status").textContent = run.status + " (" + pct + "%)"; }
           if (field("message")) { field("message").textContent = run.message || ""; }
+          var stages = field("stages");
+          if (stages) {
+            stages.querySelectorAll("[data-stage-name]").forEach(function (item) {
+              var current = item.dataset.stageName === run.stage;
+              item.classList.toggle("current", current);
+              if (current) { item.setAttribute("aria-current", "step"); } else { item.removeAttribute("aria-current"); }
+            });
+          }
           if (run.active) { window.setTimeout(poll, 2000); } else { window.location.reload(); }
         })
         .catch(function () { window.setTimeout(poll, 5000); });

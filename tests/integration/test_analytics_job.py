@@ -36,10 +36,10 @@ Day 2 (2024-03-02)
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
+import random
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from pyspark.sql import SparkSession
 from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.state_change_log import JsonLinesDailySink, MemorySink, StateChangeLogger
 from dashboard.analytics import models as M
+from scripts.devservices import SparkConnectServer
 from workers.analytics import generate, load, runner
 from workers.analytics.job import UNCOMPRESSED_CACHE_CONF, JobConfig, JobInputError, build_spark, discover, run
 
@@ -176,8 +177,16 @@ def write_history(base: Path) -> None:
 
     with h.log.caused_by("AlterIsrReceived"):
         h.t(at(D1, 22, 0)).log.isr_change(PAYMENTS_0, L(3, 2, 3, 1), L(3, 2, 3))
-    with h.log.caused_by("BrokerChange"):  # broker 3 dies again: unclean election
-        h.t(at(D1, 23, 0, 0)).log.record("broker_change", new_brokers=[], dead_brokers=[3], bounced_brokers=[])
+    with h.log.caused_by("BrokerChange"):  # broker 3 dies again (its session was lost 18 s earlier): unclean election
+        h.t(at(D1, 23, 0, 0)).log.record(
+            "broker_change",
+            new_brokers=[],
+            dead_brokers=[3],
+            bounced_brokers=[],
+            session_lost_brokers=[3],
+            session_lost_ms=ms(D1, 22, 59, 42),
+            session_lost_estimated=True,
+        )
         h.t(at(D1, 23, 0, 0)).log.partition_transition(PAYMENTS_0, on, off)
         h.t(at(D1, 23, 0, 2)).log.election(
             PAYMENTS_0, "offline", off, on, before=L(3, 2, 3), after=L(1, 3, 1), unclean=True
@@ -302,17 +311,6 @@ def store_actions() -> None:
 # --- fixtures ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    # py4j logs "closing connection" from finalizers after pytest has closed its capture streams.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    session = build_spark(
-        "local[2]", app_name="analytics-tests", shuffle_partitions=2, extra={"spark.sql.adaptive.enabled": "true"}
-    )
-    yield session
-    session.stop()
-
-
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("state-change-log")
@@ -376,6 +374,11 @@ def test_it_finds_every_unavailability_interval(spark: SparkSession, both_days: 
         ("payments", 0, ms(D1, 23, 0, 0.0), ms(D1, 23, 0, 2.0), pytest.approx(2000.0), 3, "elected"),
         ("orders", 0, ms(D1, 23, 59), ms(D2, 0, 1), pytest.approx(120_000.0), 1, "elected"),
     ]
+    # Only the death that recorded its session's loss has an estimated start; the figures use it.
+    estimated = [(r["estimated_start_ms"], r["outage_start_ms"], r["outage_ms"]) for r in rows]
+    assert estimated[3] == (ms(D1, 22, 59, 42), ms(D1, 22, 59, 42), pytest.approx(20_000.0))
+    assert [e[0] for e in estimated[:3] + estimated[4:]] == [None] * 4
+    assert [e[1] for e in estimated[:3] + estimated[4:]] == [r["start_ms"] for r in rows[:3] + rows[4:]]
 
 
 def test_it_computes_availability_and_mttr_per_topic_and_day(spark: SparkSession, both_days: Path) -> None:
@@ -387,10 +390,11 @@ def test_it_computes_availability_and_mttr_per_topic_and_day(spark: SparkSession
     assert orders1["availability"] == pytest.approx(1 - 61.5 / (3 * DAY_S))
     assert (orders1["outages"], orders1["recoveries"]) == (3, 2)
     assert orders1["mttr_ms"] == pytest.approx(750.0)
-    assert payments1["leaderless_ms"] == pytest.approx(1_802_500.0)
-    assert payments1["availability"] == pytest.approx(1 - 1802.5 / DAY_S)
+    # payments-0's second outage counts from broker 3's lost session (22:59:42), not from 23:00:00.
+    assert payments1["leaderless_ms"] == pytest.approx(1_820_500.0)
+    assert payments1["availability"] == pytest.approx(1 - 1820.5 / DAY_S)
     assert (payments1["outages"], payments1["recoveries"]) == (2, 2)
-    assert payments1["mttr_ms"] == pytest.approx(901_250.0)
+    assert payments1["mttr_ms"] == pytest.approx(910_250.0)
     assert orders2["leaderless_ms"] == pytest.approx(60_000.0)
     assert orders2["availability"] == pytest.approx(1 - 60 / (3 * DAY_S))
     assert (orders2["outages"], orders2["recoveries"], orders2["mttr_ms"]) == (0, 1, pytest.approx(120_000.0))
@@ -404,7 +408,7 @@ def test_it_attributes_outages_to_the_broker_lost_and_the_partition(spark: Spark
     assert (b1["outages"], b1["recoveries"], b1["mttr_ms"]) == (2, 1, pytest.approx(500.0))
     assert b1["leaderless_ms"] == pytest.approx(60_500.0)
     assert (b3["outages"], b3["recoveries"]) == (3, 3)
-    assert b3["mttr_ms"] == pytest.approx((1000.0 + 1_800_500.0 + 2000.0) / 3)
+    assert b3["mttr_ms"] == pytest.approx((1000.0 + 1_800_500.0 + 20_000.0) / 3)
     assert (b1_d2["outages"], b1_d2["recoveries"], b1_d2["leaderless_ms"]) == (0, 1, pytest.approx(60_000.0))
     parts = by(table(spark, both_days, "partition_daily"), "topic", "partition", "day")
     assert parts[("payments", 0, D1)]["outages"] == 2
@@ -586,11 +590,13 @@ def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
         ]
 
 
-def test_the_session_caches_uncompressed_unless_the_submitter_chose(spark: SparkSession) -> None:
+def test_the_session_caches_uncompressed_unless_the_submitter_chose(
+    spark: SparkSession, spark_connect: SparkConnectServer
+) -> None:
     # The default (see UNCOMPRESSED_CACHE_CONF): the job's one cache is filled faster uncompressed.
     assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
     try:
-        chosen = build_spark("local[2]", extra={UNCOMPRESSED_CACHE_CONF: "true"})
+        chosen = build_spark(remote=spark_connect.remote, extra={UNCOMPRESSED_CACHE_CONF: "true"})
         assert chosen.conf.get(UNCOMPRESSED_CACHE_CONF) == "true"
     finally:
         spark.conf.set(UNCOMPRESSED_CACHE_CONF, "false")
@@ -674,6 +680,7 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
         output_dir=tmp_path / "results",
         compacted_dir=tmp_path / "compacted",
         audit_dir=tmp_path / "audit",
+        remote="",
         master="local[2]",
         driver_memory="1g",
         compact=True,
@@ -708,6 +715,11 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
     interval = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="payments", started_at__hour=2)
     assert interval.duration_s == pytest.approx(1800.5) and interval.cause_broker == 3
     assert interval.ended_at == datetime(2024, 3, 1, 2, 30, 0, 500000, tzinfo=UTC)
+    # Both starts are kept: detected (the key) and estimated (broker 3's lost session), and the outage.
+    unclean = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="payments", started_at__hour=23)
+    assert unclean.estimated_started_at == datetime(2024, 3, 1, 22, 59, 42, tzinfo=UTC)
+    assert unclean.duration_s == pytest.approx(2.0) and unclean.outage_s == pytest.approx(20.0)
+    assert interval.estimated_started_at is None and interval.outage_s == pytest.approx(1800.5)
     orders = M.TopicAvailability.objects.get(cluster=CLUSTER, topic="orders", day=D1)
     assert orders.availability == pytest.approx(1 - 61.5 / (3 * DAY_S)) and orders.mttr_s == pytest.approx(0.75)
 
@@ -747,13 +759,13 @@ def test_the_pages_show_the_loaded_results(loaded: None, viewer: Client) -> None
     assert b"Run now" not in overview.content  # viewers do not get the button
     for slug, expected in {
         "availability": b"payments",
-        "mttr": b"10 min 1 s",  # broker 3 on day 1: (1.0 + 1800.5 + 2.0) / 3 s
+        "mttr": b"10 min 7 s",  # broker 3 on day 1: (1.0 + 1800.5 + 20.0) / 3 s (from the lost session)
         "outages": b"30 min 0 s",
         "elections": b"controlled_shutdown",
         "unclean": b"2024-03-01 23:00:02 UTC",
         "leaders": b"Broker",
         "skew": b"Skew",
-        "failovers": b"5 s",
+        "failovers": b"5.0 s",
         "reassignments": b"cancelled",
         "flapping": b"orders",
     }.items():
@@ -766,7 +778,7 @@ def test_the_pages_show_the_loaded_results(loaded: None, viewer: Client) -> None
     csv_response = viewer.get("/analytics/outages.csv", QUERY)
     body = b"".join(csv_response.streaming_content).decode()  # type: ignore[attr-defined]
     lines = body.strip().splitlines()
-    assert lines[0].startswith("Topic,Partition,Started") and len(lines) == 1 + 5
+    assert lines[0].startswith("Topic,Partition,Detected,Estimated start,Ended,Outage") and len(lines) == 1 + 5
     assert viewer.get("/analytics/leaders/", {**QUERY, "page": "2"}).status_code == 200
     assert viewer.get("/analytics/nope/").status_code == 404
     bad = viewer.get("/analytics/availability/", {"since": "2024-13-01"})
@@ -815,3 +827,97 @@ def test_only_admins_can_start_a_run_and_see_its_progress(
     assert client.post("/analytics/run/", form).status_code == 302
     assert len(sent) == 2
     assert b"in 12 s" in client.get("/analytics/").content  # the last run's duration
+
+
+# --- today's analytics, every few minutes -------------------------------------------------------------
+
+
+def _snapshot() -> dict[str, list[tuple[Any, ...]]]:
+    """Every result row of the cluster, field by field (floats to the microsecond), without ids."""
+    got: dict[str, list[tuple[Any, ...]]] = {}
+    for t in load.TABLES:
+        fields = [f.attname for f in t.model._meta.concrete_fields if f.attname != "id"]
+        rows = t.model._default_manager.filter(cluster=CLUSTER).values_list(*fields)
+        got[t.name] = sorted((tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows), key=repr)
+    return got
+
+
+@pytest.mark.django_db
+def test_runs_every_few_minutes_equal_a_full_recompute_whatever_the_cuts(
+    spark: SparkSession, history: Path, both_days: Path, tmp_path: Path
+) -> None:
+    """Beat's run of today so far, at random moments, then the nightly one: the loaded tables end
+    exactly as one run over both days leaves them; at a chosen moment, the hand-computed figures."""
+    seed = int(datetime.now(UTC).timestamp())
+    rng = random.Random(seed)
+    lines = {
+        day: (history / CLUSTER / f"state-change-{day.isoformat()}.jsonl").read_text().splitlines(keepends=True)
+        for day in (D1, D2)
+    }
+    log_dir = tmp_path / "log" / CLUSTER
+    log_dir.mkdir(parents=True)
+
+    def write_until(cut_ms: float | None) -> None:
+        """The log as the controller had written it by ``cut_ms`` (everything, torn line too, if None)."""
+        for day, day_lines in lines.items():
+            kept = []
+            for line in day_lines:
+                try:
+                    if cut_ms is not None and json.loads(line)["ts"] >= cut_ms:
+                        break
+                except ValueError:  # the torn last line
+                    if cut_ms is not None:
+                        break
+                kept.append(line)
+            if kept:
+                (log_dir / f"state-change-{day.isoformat()}.jsonl").write_text("".join(kept))
+
+    store_actions()
+    pipeline = runner.PipelineSettings(
+        input_dir=tmp_path / "log",
+        output_dir=tmp_path / "results",
+        compacted_dir=tmp_path / "compacted",
+        audit_dir=tmp_path / "audit",
+        remote="",
+        master="local[2]",
+        driver_memory="1g",
+        compact=False,
+        flapping_top=100,
+        stale_run_s=3600,
+    )
+    day1_cuts = sorted([ms(D1, 0, 0, 1), rng.uniform(ms(D1, 0, 0, 1), ms(D1, 23, 59)), ms(D1, 23, 59, 30)])
+    day2_cuts = sorted(rng.uniform(ms(D2, 0, 0), ms(D2, 10, 0)) for _ in range(2))
+    for cut in day1_cuts:
+        write_until(cut)
+        status = runner.execute_current(D1, pipeline, spark=spark, now_ms=int(cut))
+        assert status.get("status") == "succeeded", (seed, cut, status)
+    # Hand-computed at 23:59:30: orders-0 leaderless since 23:59:00, still open; 0.5 + 1.0 + 30 s.
+    open_interval = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="orders", started_at__hour=23)
+    assert open_interval.ended_at is None and open_interval.started_at.minute == 59
+    assert M.TopicAvailability.objects.get(cluster=CLUSTER, topic="orders", day=D1).leaderless_s == pytest.approx(31.5)
+    # Nothing new since the last run: no run at all.
+    assert runner.execute_current(D1, pipeline, spark=spark, now_ms=int(day1_cuts[-1])) == {
+        "skipped": "no new state changes"
+    }
+
+    # After midnight the nightly run compacts day 1 and recomputes it in full.
+    write_until(ms(D2, 0, 0))
+    nightly = runner.create_run(D1, D1, trigger=M.AnalyticsRun.Trigger.NIGHTLY)
+    night_pipeline = dataclasses.replace(pipeline, compact=True)
+    runner.execute(nightly, night_pipeline, spark=spark, now_ms=int(ms(D2, 0, 30)))
+    nightly.refresh_from_db()
+    assert nightly.status == M.AnalyticsRun.Status.SUCCEEDED, nightly.error
+    final_cuts: list[float | None] = [*day2_cuts, None]
+    for later in final_cuts:
+        write_until(later)
+        now = int(later if later is not None else AFTER_BOTH_DAYS_MS)
+        status = runner.execute_current(D2, pipeline, spark=spark, now_ms=now)
+        assert status.get("status") in ("succeeded", None), (seed, later, status)
+
+    got = _snapshot()
+    for t in load.TABLES:
+        t.model._default_manager.filter(cluster=CLUSTER).delete()
+    load.load_run(spark, both_days.parent.parent, D1, D2)
+    want = _snapshot()
+    for name in want:
+        assert got[name] == want[name], f"{name} differs (cuts {day1_cuts} / {day2_cuts}, seed {seed})"

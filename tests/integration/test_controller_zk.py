@@ -148,6 +148,10 @@ def test_broker_failure_moves_leadership_and_shrinks_the_isr(
     assert state(zk, "orders", 1)[:2] == (2, 1)
     elections = [r for r in candidates.sinks[100].records if r["kind"] == "election"]
     assert any(r["entity"] == "orders-0" and r["strategy"] == "offline" and r["leader_after"] == 2 for r in elections)
+    # The record of the death carries the estimated loss of its session: noticed minus the timeout.
+    [death] = [r for r in candidates.sinks[100].records if r["kind"] == "broker_change" and r["dead_brokers"] == [1]]
+    assert death["session_lost_brokers"] == [1] and death["session_lost_estimated"] is True
+    assert death["session_lost_ms"] == pytest.approx(death["ts"] - 18_000.0, abs=50.0)
 
 
 def test_no_live_isr_member_leaves_the_partition_offline_unless_unclean_is_enabled(

@@ -219,6 +219,8 @@ def _plan(spec: HistorySpec) -> list[DayPlan]:
 
 # --- rendering ----------------------------------------------------------------------------------------
 
+# The brokers' zookeeper.session.timeout.ms (ControllerConfig.broker_session_timeout_s).
+SESSION_TIMEOUT_MS: Final = 18_000.0
 _HEADER: Final = '{"ts":%.3f,"controller_id":%d,"controller_epoch":%d,"seq":%d,"kind":"%s","event_id":"%s","cause":"%s"'
 _PARTITION: Final = (
     _HEADER + ',"entity":"%s","topic":"%s","partition":%d,"replica":%s,"from_state":%s,"to_state":%s,'
@@ -554,13 +556,23 @@ class _Day:
             if len(self.isr[p]) > 1 and p not in self.offline and p not in self.reassigning:
                 self._isr_change("AlterIsrReceived", eid, p, broker, (broker,), None)
 
-    def fail(self, broker: int) -> None:
-        """Broker loss (Kafka's onBrokerFailure): leaders first, then replicas and ISRs."""
+    def fail(self, broker: int, expired: bool = True) -> None:
+        """Broker loss (Kafka's onBrokerFailure): leaders first, then replicas and ISRs.
+
+        ``expired``: the broker died and its ZooKeeper session expired, so the controller records the
+        estimated loss (noticed minus the brokers' 18 s session timeout), as ``Controller`` does; not
+        after a controlled shutdown, whose registration goes when the broker closes its session.
+        """
         if broker not in self.alive:
             return
         out, cause, eid = self.out, "BrokerChange", self.event_id()
         self.alive.discard(broker)
-        out.other("broker_change", cause, eid, f'"new_brokers":[],"dead_brokers":[{broker}],"bounced_brokers":[]')
+        tail = f'"new_brokers":[],"dead_brokers":[{broker}],"bounced_brokers":[]'
+        if expired:
+            lost = f',"session_lost_brokers":[{broker}],"session_lost_estimated":true,"session_lost_ms":'
+            out.other("broker_change", cause, eid, lambda: f"{tail}{lost}{out.clock - SESSION_TIMEOUT_MS:.3f}")
+        else:
+            out.other("broker_change", cause, eid, tail)
         led = sorted(self.led[broker])
         ppt = self.spec.partitions_per_topic
         for p in led:
@@ -664,7 +676,7 @@ class _Day:
                         cause, eid, p, self.leader[p], tuple(r for r in self.isr[p] if r != broker), broker
                     )
         self._batch(cause, eid, len(self.hosted[broker]))
-        self.at_ms(out.clock + 10_000.0, self.fail, broker)
+        self.at_ms(out.clock + 10_000.0, self.fail, broker, False)
         self.at_ms(out.clock + self.rng.uniform(60_000.0, 120_000.0), self.restart, broker)
 
     def flap(self) -> None:

@@ -271,13 +271,19 @@ def build_spark(
     driver_memory: str | None = None,
     shuffle_partitions: int | None = None,
     extra: dict[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """Return the active SparkSession, or start one (``local[*]`` unless ``master`` says otherwise).
+    """Return a SparkSession: a Spark Connect client when ``remote`` is given, else an in-process one.
 
-    A local session binds to the loopback interface and has no UI: it must work with no network and
-    not open ports for others. Under ``spark-submit`` (or the ``pyspark`` shell) the submitter's
-    master, memory and network settings stand unless ``master`` is given explicitly.
+    ``remote`` (``sc://host:port``, e.g. ``SPARK_REMOTE``) is how the product runs: the warm server
+    started by ``scripts/services`` (or one in front of a real cluster) does the work and this process
+    starts no JVM. Without it, the active session is returned, or one is started (``local[*]`` unless
+    ``master`` says otherwise); a local session binds to the loopback interface and has no UI. Under
+    ``spark-submit`` the submitter's master, memory and network settings stand unless ``master`` is
+    given explicitly.
     """
+    if remote:
+        return _connect(remote, app_name, shuffle_partitions, extra)
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -285,13 +291,9 @@ def build_spark(
     local = not submitted and (master or "local[*]").startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.adaptive.coalescePartitions.parallelismFirst", "false")
-        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    )
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
     if not submitted:
         builder = builder.master(master or "local[*]")
     if local:
@@ -315,6 +317,61 @@ def build_spark(
     elif (context.master or "").startswith("local") and not context.getConf().contains("spark.sql.shuffle.partitions"):
         # Spark's default of 200 is for clusters; on a laptop it turns every small stage into 200 tasks.
         spark.conf.set("spark.sql.shuffle.partitions", str(context.defaultParallelism * 4))
+    return spark
+
+
+# Session settings the job relies on (runtime SQL settings, so a Connect client can set them too).
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+}
+
+
+class SparkUnavailableError(RuntimeError):
+    """The Spark Connect server named by ``SPARK_REMOTE`` does not answer."""
+
+
+def remote_address(remote: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://host[:port][/;params]`` URL (Spark's default port is 15002)."""
+    if not remote.startswith("sc://"):
+        raise JobInputError(f"SPARK_REMOTE {remote!r} is not a Spark Connect URL (expected sc://host:port)")
+    authority = remote.removeprefix("sc://").split("/", 1)[0].split(";", 1)[0]
+    host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "15002")
+    try:
+        return host, int(port)
+    except ValueError:
+        raise JobInputError(f"SPARK_REMOTE {remote!r} has no valid port") from None
+
+
+def _connect(remote: str, app_name: str, shuffle_partitions: int | None, extra: dict[str, str] | None) -> SparkSession:
+    """A Spark Connect session: settings are per session on the server, so each client sets its own."""
+    import socket
+
+    host, port = remote_address(remote)
+    try:
+        socket.create_connection((host, port), timeout=5.0).close()
+    except OSError as exc:
+        # Fail fast and say what to do: the client would otherwise retry for minutes.
+        raise SparkUnavailableError(
+            f"no Spark Connect server answers at {remote} ({exc}): start one with `scripts/services up` "
+            "(or `scripts/run`), or point SPARK_REMOTE at yours"
+        ) from None
+    spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+    settings = dict(SESSION_CONF)
+    if spark.conf.get(UNCOMPRESSED_CACHE_CONF, None) is None:  # unless the server was started with a choice
+        settings[UNCOMPRESSED_CACHE_CONF] = "false"
+    if shuffle_partitions:
+        settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    elif str(spark.conf.get("spark.master", "")).startswith("local") and spark.conf.get(
+        "spark.sql.shuffle.partitions", None
+    ) in (None, "200"):
+        # A local server on this machine: Spark's 200 shuffle tasks are for clusters.
+        settings["spark.sql.shuffle.partitions"] = str((os.cpu_count() or 2) * 4)
+    settings.update(extra or {})
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     return spark
 
 
@@ -479,7 +536,9 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
         report.step("walked every partition's leadership history")
 
         # 3. What several tables share (cached; filled by the first write that needs each).
-        intervals = keep(X.unavailability_intervals(walked, hashed_key=hashed))
+        intervals = keep(
+            X.with_estimated_starts(X.unavailability_intervals(walked, hashed_key=hashed), X.session_losses(special))
+        )
         deltas = keep(X.leader_deltas(walked, window))
         pairs = keep(X.reassignments(X.reassignment_rows(special, seeds["reassignments"])))
         in_window = X.overlapping(intervals, window)
@@ -662,6 +721,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", help="last day, YYYY-MM-DD (default: --since)")
     parser.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
     parser.add_argument("--master", help="Spark master URL (default: the spark-submit one, else local[*])")
+    parser.add_argument("--remote", help="Spark Connect server, sc://host:port (instead of a JVM in this process)")
     parser.add_argument("--flapping-top", type=int, default=100, help="flapping partitions kept per day")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
@@ -691,7 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    spark = build_spark(args.master)
+    spark = build_spark(args.master, remote=args.remote)
     result = run(config, spark, lambda fraction, message: print(f"[{fraction:4.0%}] {message}", flush=True))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))

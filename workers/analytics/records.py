@@ -76,6 +76,11 @@ RECORD_SCHEMA: Final = T.StructType(
         T.StructField("new_brokers", _INT_ARRAY),
         T.StructField("dead_brokers", _INT_ARRAY),
         T.StructField("live_brokers", _INT_ARRAY),
+        # kind="broker_change": brokers whose ZooKeeper session expired, and when it was lost
+        # (estimated by the controller: noticed minus the session timeout). Outages they caused
+        # really started then, not when the controller noticed.
+        T.StructField("session_lost_brokers", _INT_ARRAY),
+        T.StructField("session_lost_ms", T.DoubleType()),
         # kind="reassignment".
         T.StructField("phase", T.StringType()),
         T.StructField("action_id", T.StringType()),

@@ -10,7 +10,8 @@ Settings (Django setting if defined, else environment variable, else the default
 | ``ANALYTICS_OUTPUT_DIR`` | ``<VAR_DIR>/analytics/results`` |
 | ``ANALYTICS_COMPACTED_DIR`` | ``<VAR_DIR>/analytics/compacted`` |
 | ``ANALYTICS_AUDIT_DIR`` | ``<VAR_DIR>/analytics/audit``: the exported operator actions |
-| ``ANALYTICS_SPARK_MASTER`` | ``local[*]`` |
+| ``SPARK_REMOTE`` | ``sc://127.0.0.1:15002``: the warm Spark Connect server; empty: a JVM here |
+| ``ANALYTICS_SPARK_MASTER`` | ``local[*]`` (only without ``SPARK_REMOTE``) |
 | ``ANALYTICS_SPARK_DRIVER_MEMORY`` | ``4g`` (a local run's whole heap) |
 | ``ANALYTICS_COMPACT`` | ``1``: compact closed days before each run |
 | ``ANALYTICS_FLAPPING_TOP`` | ``100`` partitions per day |
@@ -35,8 +36,8 @@ from pyspark.sql import SparkSession
 from dashboard.analytics import audit_export
 from dashboard.analytics.models import AnalyticsRun
 from dashboard.lib.env import env_bool, env_int, env_str
-from workers.analytics import compaction, load
-from workers.analytics.job import JobConfig, JobInputError, build_spark, discover
+from workers.analytics import compaction, cursor, load
+from workers.analytics.job import JobConfig, JobInputError, SparkUnavailableError, build_spark, discover
 from workers.analytics.job import run as run_job
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class PipelineSettings:
     output_dir: Path
     compacted_dir: Path
     audit_dir: Path
+    remote: str
     master: str
     driver_memory: str
     compact: bool
@@ -68,6 +70,9 @@ class PipelineSettings:
             "output_dir": Path(setting("ANALYTICS_OUTPUT_DIR", str(var / "analytics" / "results"))),
             "compacted_dir": Path(setting("ANALYTICS_COMPACTED_DIR", str(var / "analytics" / "compacted"))),
             "audit_dir": audit_export.default_audit_dir(),
+            "remote": getattr(settings, "SPARK_REMOTE", None)
+            if getattr(settings, "SPARK_REMOTE", None) is not None
+            else env_str("SPARK_REMOTE", "sc://127.0.0.1:15002"),
             "master": setting("ANALYTICS_SPARK_MASTER", "local[*]"),
             "driver_memory": setting("ANALYTICS_SPARK_DRIVER_MEMORY", "4g"),
             "compact": getattr(settings, "ANALYTICS_COMPACT", None)
@@ -88,6 +93,15 @@ def _update(run: AnalyticsRun, **fields: object) -> None:
     for name, value in fields.items():
         setattr(run, name, value)
     AnalyticsRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def active_run(stale_after_s: int) -> AnalyticsRun | None:
+    """A queued run, or one running for less than ``stale_after_s`` (older ones are presumed dead)."""
+    horizon = timezone.now() - timedelta(seconds=stale_after_s)
+    return (
+        AnalyticsRun.objects.filter(status=AnalyticsRun.Status.RUNNING, started_at__gte=horizon).first()
+        or AnalyticsRun.objects.filter(status=AnalyticsRun.Status.QUEUED, created_at__gte=horizon).first()
+    )
 
 
 def _claim(run: AnalyticsRun, stale_after_s: int) -> str | None:
@@ -120,6 +134,7 @@ def execute(
     spark: SparkSession | None = None,
     report: Reporter | None = None,
     echo: Callable[[str], None] | None = None,
+    now_ms: int | None = None,
 ) -> AnalyticsRun:
     """Run ``run`` end to end and leave its row succeeded or failed (never running).
 
@@ -152,10 +167,11 @@ def execute(
             compacted_dir=pipeline.compacted_dir,
             actions_dir=pipeline.audit_dir,
             flapping_top=pipeline.flapping_top,
+            now_ms=now_ms,
         )
         discover(config)  # bad input fails here, before a JVM starts
         if spark is None:
-            spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory)
+            spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory, remote=pipeline.remote or None)
         # Every action, not just the window's: a reassignment started last week may end today.
         exported = audit_export.export_actions(pipeline.audit_dir, None, run.cluster_list)
         progress(0.01, exported.describe())
@@ -170,8 +186,9 @@ def execute(
                 progress=lambda m: progress(0.04, m),
             )
             progress(0.05, f"compacted {done.days} day(s), {done.up_to_date} already up to date")
-        result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * f, m))
+        result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
         _update(run, records=result.records)
+        progress(0.8, "loading the results into the database")
         loaded = load.load_run(
             spark, pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m)
         )
@@ -182,8 +199,8 @@ def execute(
             message=f"{result.records:,} records, {sum(sum(t.values()) for t in loaded.values()):,} rows loaded",
             rows_loaded=loaded,
         )
-    except JobInputError as exc:
-        _update(run, status=AnalyticsRun.Status.FAILED, error=str(exc), message="bad input")
+    except (JobInputError, SparkUnavailableError) as exc:
+        _update(run, status=AnalyticsRun.Status.FAILED, error=str(exc), message="bad input or no Spark")
     except Exception as exc:
         logger.exception("analytics run %s failed", run.pk)
         _update(run, status=AnalyticsRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:5000], message="failed")
@@ -194,6 +211,34 @@ def execute(
         if own_session and spark is not None:
             spark.stop()
     return run
+
+
+def execute_current(
+    today: date,
+    pipeline: PipelineSettings | None = None,
+    spark: SparkSession | None = None,
+    report: Reporter | None = None,
+    task_id: str = "",
+    now_ms: int | None = None,
+) -> dict[str, object]:
+    """Compute ``today`` so far for the clusters whose log grew since their cursor (beat's frequent run).
+
+    Nothing happens when no log grew, or while another run is active (the next tick comes within
+    minutes, so a slow run cannot pile up a backlog). Cursors move only after a successful run.
+    """
+    pipeline = pipeline or PipelineSettings.from_django()
+    if active_run(pipeline.stale_run_s) is not None:
+        return {"skipped": "another analytics run is active"}
+    moved = cursor.grown(pipeline.input_dir, pipeline.output_dir, today)
+    if not moved:
+        return {"skipped": "no new state changes"}
+    run = create_run(today, today, sorted(moved), trigger=AnalyticsRun.Trigger.CURRENT)
+    AnalyticsRun.objects.filter(pk=run.pk).update(task_id=task_id)
+    done = execute(run, pipeline, spark=spark, report=report, now_ms=now_ms)
+    if done.status == AnalyticsRun.Status.SUCCEEDED:
+        for cluster, position in moved.items():
+            cursor.save_position(pipeline.output_dir, cluster, position)
+    return done.as_status()
 
 
 def create_run(

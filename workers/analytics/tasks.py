@@ -1,7 +1,9 @@
 """Celery tasks for the analytics pipeline (thin: the work is in ``runner``).
 
 The web process sends ``workers.analytics.run`` by name with the id of an ``AnalyticsRun`` row it
-created; beat sends ``workers.analytics.nightly``, which reports on yesterday (UTC). Progress goes
+created; beat sends ``workers.analytics.nightly``, which compacts and recomputes yesterday (UTC) in
+full, and ``workers.analytics.current`` every few minutes, which computes today so far for the
+clusters whose log grew since the last run (``cursor``). Progress goes
 to the row (the page polls it) and to the task state (``PROGRESS`` with ``progress``/``message``)
 for anyone watching the task through Celery.
 
@@ -12,6 +14,7 @@ job itself is idempotent.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Task, shared_task
@@ -51,3 +54,13 @@ def nightly(self: Task[Any, Any]) -> dict[str, Any]:
     run = runner.create_run(day, day, trigger=AnalyticsRun.Trigger.NIGHTLY)
     AnalyticsRun.objects.filter(pk=run.pk).update(task_id=self.request.id or "")
     return runner.execute(run, report=_reporter(self)).as_status()
+
+
+@shared_task(bind=True, name="workers.analytics.current", acks_late=True)
+def current(self: Task[Any, Any]) -> dict[str, Any]:
+    """Today so far, for every cluster whose log grew since its cursor; nothing when none did.
+
+    Never queues behind another run: a tick that finds one active is skipped (the next tick comes
+    within minutes), so a slow run cannot pile up a backlog of them.
+    """
+    return runner.execute_current(datetime.now(UTC).date(), report=_reporter(self), task_id=self.request.id or "")

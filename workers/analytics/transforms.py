@@ -146,6 +146,8 @@ def prepare_events(records: DataFrame) -> DataFrame:
                 F.coalesce(F.col("dead_brokers"), F.array().cast("array<int>")),
                 F.coalesce(F.col("live_brokers"), F.array().cast("array<int>")),
             ).alias("brokers"),
+            F.col("session_lost_brokers"),
+            F.col("session_lost_ms"),
         ),
     )
     return records.where(F.col("ts").isNotNull()).select(
@@ -379,6 +381,57 @@ def unavailability_intervals(walked: DataFrame, hashed_key: bool = True) -> Data
     )
 
 
+# A broker death's partition records follow its broker_change record within one controller event;
+# a minute is far more than the longest event and far less than a broker's restart.
+LOSS_MATCH_MS = 60_000.0
+
+
+def session_losses(special: DataFrame) -> DataFrame:
+    """One row per broker whose ZooKeeper session expired: when the controller noticed, when it was lost."""
+    changes = special.where((F.col("extra.kind") == R.KIND_BROKER_CHANGE) & F.col("extra.session_lost_ms").isNotNull())
+    return changes.select(
+        "cluster",
+        F.explode("extra.session_lost_brokers").alias("broker"),
+        F.col("ts").alias("detected_ms"),
+        F.col("extra.session_lost_ms").alias("lost_ms"),
+    )
+
+
+def with_estimated_starts(intervals: DataFrame, losses: DataFrame) -> DataFrame:
+    """Add when each outage really started, next to when the controller detected it (``start_ms``).
+
+    ``estimated_start_ms``: for an interval whose cause broker died (its session expired within
+    :data:`LOSS_MATCH_MS` before the interval was detected), the controller's estimate of the session's
+    loss, never after the detection; null when the detected start is the real one (a controlled
+    shutdown moves the leader itself, an election that failed is seen as it happens).
+    ``outage_start_ms``/``outage_ms`` are the start and duration the daily figures use: the estimate
+    when there is one, else the detected start.
+    """
+    i, loss = intervals.alias("i"), losses.alias("l")
+    matched = i.join(
+        F.broadcast(loss),
+        (F.col("i.cluster") == F.col("l.cluster"))
+        & (F.col("i.cause_broker") == F.col("l.broker"))
+        & (F.col("l.detected_ms") <= F.col("i.start_ms"))
+        & (F.col("i.start_ms") - F.col("l.detected_ms") <= F.lit(LOSS_MATCH_MS)),
+        "left",
+    )
+    keys = [F.col(f"i.{c}") for c in intervals.columns]
+    estimated = (
+        matched.groupBy(*keys)
+        .agg(F.max_by(F.col("l.lost_ms"), F.col("l.detected_ms")).alias("lost_ms"))
+        .select(
+            *intervals.columns,
+            # least() skips nulls: without a loss there is no estimate, not the detected start.
+            F.when(F.col("lost_ms").isNotNull(), F.least(F.col("lost_ms"), F.col("start_ms"))).alias(
+                "estimated_start_ms"
+            ),
+        )
+    )
+    start = F.coalesce(F.col("estimated_start_ms"), F.col("start_ms"))
+    return estimated.select("*", start.alias("outage_start_ms"), (F.col("end_ms") - start).alias("outage_ms"))
+
+
 def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_ms", end: str = "end_ms") -> DataFrame:
     """Keep rows whose ``[start, end)`` overlaps the window (a null end is still open)."""
     return intervals.where(
@@ -392,13 +445,16 @@ def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_
 def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
     """Spread intervals over days: one row per (interval, day) with the facts that day owns.
 
+    Intervals start at ``outage_start_ms`` (:func:`with_estimated_starts`: the estimated loss of a
+    dead broker's session where there is one, else the detected start).
+
     * ``outages``: 1 on the day the interval started;
     * ``recoveries``/``recovery_ms``: 1 and the whole duration on the day a leader was elected, so
       a day's MTTR is final once that day is over (an interval can start on an earlier day);
     * ``leaderless_ms``: the part of the interval inside that day (open intervals run to the
       window's effective end).
     """
-    start = F.col("start_ms")
+    start = F.col("outage_start_ms")
     clip_start = F.greatest(start, F.lit(float(window.start_ms)))
     clip_end = F.least(
         F.coalesce(F.col("end_ms"), F.lit(float(window.effective_end_ms))), F.lit(float(window.effective_end_ms))
@@ -436,7 +492,7 @@ def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
         F.lit(0.0).alias("leaderless_ms"),
         F.lit(0).alias("outages"),
         F.lit(1).alias("recoveries"),
-        F.col("duration_ms").alias("recovery_ms"),
+        F.col("outage_ms").alias("recovery_ms"),
     )
     columns = [*PARTITION_KEYS, "cause_broker", "day", "leaderless_ms", "outages", "recoveries", "recovery_ms"]
     return leaderless.select(*columns).unionByName(started.select(*columns)).unionByName(recovered.select(*columns))

@@ -12,11 +12,19 @@ register = template.Library()
 
 @register.filter
 def duration(seconds: float | None) -> str:
-    """Return ``0.25 s``, ``42 s``, ``3 min 5 s``, ``2 h 4 min`` or ``3 d 2 h`` (blank for None)."""
+    """Return a duration as people read it: ``7.1 ms``, ``250 ms``, ``6.2 s``, ``42 s``, ``3 min 4 s``,
+    ``2 h 4 min`` or ``3 d 2 h`` (blank for None)."""
     if seconds is None:
         return ""
-    if seconds < 10:
-        return f"{seconds:.3g} s"
+    if seconds < 0:
+        return "-" + duration(-seconds)
+    if seconds < 1:
+        ms = seconds * 1000
+        if round(ms, 1) < 10:
+            return f"{ms:.1f} ms".replace(".0 ms", " ms")
+        return f"{round(ms)} ms" if round(ms) < 1000 else "1.0 s"
+    if round(seconds, 1) < 10:
+        return f"{seconds:.1f} s"
     s = round(seconds)
     if s < 60:
         return f"{s} s"

@@ -4,7 +4,8 @@ Examples::
 
     python manage.py run_analytics                       # yesterday (UTC), every cluster
     python manage.py run_analytics --since 2024-03-01 --until 2024-03-31 --cluster prod
-    python manage.py run_analytics --master spark://spark-master:7077 --input /data/state-change-log
+    python manage.py run_analytics --remote sc://spark-connect:15002 --input /data/state-change-log
+    python manage.py run_analytics --master local[*]    # a JVM in this process instead of SPARK_REMOTE's server
 
 The run is recorded like one started from the page (``AnalyticsRun``, trigger "command"), so its
 status and duration show up there too.
@@ -29,7 +30,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--since", help="first day, YYYY-MM-DD (default: yesterday, UTC)")
         parser.add_argument("--until", help="last day, YYYY-MM-DD (default: --since)")
-        parser.add_argument("--master", help="Spark master URL (default: ANALYTICS_SPARK_MASTER or local[*])")
+        parser.add_argument("--remote", help="Spark Connect server, sc://host:port (default: SPARK_REMOTE)")
+        parser.add_argument("--master", help="run Spark in this process on this master, not SPARK_REMOTE's server")
         parser.add_argument(
             "--input", type=Path, help="state-change log base directory (default: STATE_CHANGE_LOG_DIR)"
         )
@@ -45,6 +47,7 @@ class Command(BaseCommand):
                 input_dir=options["input"],
                 output_dir=options["output"],
                 master=options["master"],
+                remote=options["remote"] if options["remote"] else ("" if options["master"] else None),
                 compact=False if options["no_compact"] else None,
             )
             # Check the input before recording a run or starting a JVM: a typo should cost nothing.
@@ -62,7 +65,8 @@ class Command(BaseCommand):
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
 
-        self.stdout.write(f"analytics run #{run.pk}: {since}..{until} from {pipeline.input_dir} on {pipeline.master}")
+        engine = pipeline.remote or f"{pipeline.master} (in this process)"
+        self.stdout.write(f"analytics run #{run.pk}: {since}..{until} from {pipeline.input_dir} on {engine}")
         runner.execute(run, pipeline, echo=self.stdout.write)
         run.refresh_from_db()
         if run.status != AnalyticsRun.Status.SUCCEEDED:

@@ -1,0 +1,26 @@
+"""The analytics benchmark's small mode runs to the end and prints every figure it promises."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts import bench_analytics
+from scripts.devservices import SparkConnectServer
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_the_quick_benchmark_reports_each_figure(
+    spark_connect: SparkConnectServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bench_analytics.main(["--quick", "--json", "--remote", spark_connect.remote, "--dir", str(tmp_path)]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    for key in ("incremental_small_s", "incremental_day_s", "full_s", "field_scan_s", "full_ratio"):
+        assert isinstance(figures[key], float) and figures[key] > 0, key
+    assert figures["profile"] == "quick" and figures["records"] == figures["full_records"]
+    assert 0 < figures["incremental_day_records"] < figures["full_records"]
+    assert figures["incremental_day_warm_up_days"] == {"bench": 0}  # from the previous day's checkpoint
+    assert set(figures["meets_targets"]) == {"incremental_small_s", "incremental_day_s", "full_s", "full_ratio"}
