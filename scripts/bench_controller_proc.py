@@ -1,0 +1,276 @@
+"""The controller candidates of ``scripts/bench`` as processes of their own, and how the benchmark
+talks to them.
+
+Why a separate process per candidate: the peak RSS and CPU figures must be the controller's alone, and
+a failover must start from a real session close. This module holds both ends of that: the child's
+entry (``serve_controller``, run as ``scripts/bench_controller.py --serve-controller ID``, which
+forwards the records the clocks need on stdout), the parent's handle (``ControllerProc``), the JSON
+calls to the controller's HTTP API (``http_json``) and the CPU probe that says whether a figure is
+bound by the controller's Python or by ZooKeeper (``CpuProbe``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from scripts.devservices import process_cpu_seconds
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_SCRIPT = REPO_ROOT / "scripts" / "bench_controller.py"
+"""The benchmark's entry point, which the candidates run with ``--serve-controller``."""
+REDIS_CLUSTER = "bench"
+"""The cluster name of the benchmark's Redis keys (``kcp:bench:state-changes``, ...)."""
+REQUEST_TIMEOUT_S = 300.0  # the controllers' request timeout (see serve_controller)
+# Kafka's default zookeeper.session.timeout.ms. No figure waits for a session to expire (the failover
+# starts with an explicit close, the broker failure with the registration's deletion); a shorter one
+# lost the standby's session at a million partitions, with ZooKeeper's 3 GB heap and every process
+# busy on two cores, and the run never went idle again (2026-11-26).
+CONTROLLER_SESSION_TIMEOUT_S = 18.0
+PY = sys.executable
+
+
+class _StdoutSink:
+    """Forward the records the benchmark needs to stdout, one JSON object a line."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def emit(self, record: Mapping[str, Any]) -> None:
+        # "failover": the failover's clock; "request_batch": when requests went to the senders (the
+        # broker failure's clock stops when its elections' LeaderAndIsr have been sent).
+        if record.get("kind") in ("failover", "request_batch"):
+            self.write(dict(record))
+
+    def write(self, obj: Mapping[str, Any]) -> None:
+        with self.lock:
+            sys.stdout.write(json.dumps(obj, default=str) + "\n")
+            sys.stdout.flush()
+
+    def flush(self) -> None:
+        return None
+
+
+def serve_controller(
+    controller_id: int,
+    connect: str,
+    batched: bool,
+    state_change_dir: Path | None = None,
+    redis_url: str | None = None,
+) -> int:
+    """The child's side (``--serve-controller``): one candidate with auto rebalance off, its state-change
+    log and, with ``redis_url``, the Redis stream and status hash, until SIGTERM."""
+    from controller_core.config import ControllerConfig
+    from controller_core.runner import ControllerRunner
+    from controller_core.signal_wait import wait_for
+
+    logging.basicConfig(level=logging.WARNING)
+    sink = _StdoutSink()
+    config = ControllerConfig(
+        controller_id=controller_id,
+        zookeeper_connect=connect,
+        zookeeper_session_timeout_s=CONTROLLER_SESSION_TIMEOUT_S,
+        auto_leader_rebalance_enable=False,
+        first_rebalance_delay_seconds=3600,
+        batched_writes=batched,
+        # A lightweight agent takes ~1 s per 100,000 partitions of a LeaderAndIsr (docs/broker-agent.md);
+        # Kafka's 30 s default would drop and resend the first full requests at a million partitions.
+        request_timeout_s=REQUEST_TIMEOUT_S,
+    )
+    # The JSON-lines state-change log and, with ``redis_url``, the Redis state-change stream and status
+    # hash, as every deployment has them (workers.controller_host): the records are built on the event
+    # thread and the stream's writer and the status publisher are threads of this process, so the
+    # figures include them.
+    plugs = None
+    extra: list[Any] = [sink]
+    if redis_url is not None:
+        from workers.controller_redis import ControllerRedisPlugs
+
+        plugs = ControllerRedisPlugs.connect(redis_url, REDIS_CLUSTER)
+        extra.extend(plugs.sinks)
+    runner = ControllerRunner(config, log_dir=state_change_dir, extra_sinks=extra)
+    profile_dir = os.environ.get("BENCH_PROFILE_DIR")
+    profiler = None
+    if profile_dir:  # every thread, one profile (setprofile hands each new thread to the profiler)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        threading.setprofile(lambda *_: profiler.enable() if profiler else None)
+        profiler.enable()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    controller = runner.start()
+    assert runner.api is not None
+    if plugs is not None:
+        plugs.publish_status(controller_id, controller.status)
+    sink.write({"kind": "api", "url": runner.api.url, "pid": os.getpid()})
+    wait_for(stop)
+    if plugs is not None:
+        plugs.stop_status()
+    runner.stop()
+    if plugs is not None:
+        plugs.close()  # after the runner: the resignation's records reach the stream
+    if profiler is not None and profile_dir:
+        profiler.disable()
+        profiler.dump_stats(str(Path(profile_dir) / f"controller-{controller_id}-{os.getpid()}.prof"))
+    # The stopped controller stands for a broker on another machine: freeing its 100,000-partition
+    # context at interpreter exit (0.6 to 0.9 s of CPU) must not take a core from the new controller,
+    # whose failover the benchmark is timing. Its session is closed and its output written.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+class ControllerProc:
+    """One candidate as the benchmark sees it: its process, its API's URL once it serves, and the
+    "failover" and "request_batch" records it forwarded (read on a thread, so no pipe fills up)."""
+
+    def __init__(
+        self,
+        controller_id: int,
+        connect: str,
+        batched: bool = True,
+        state_change_dir: Path | None = None,
+        redis_url: str | None = None,
+    ) -> None:
+        self.id = controller_id
+        self.failovers: list[dict[str, Any]] = []
+        self.request_batches: list[dict[str, Any]] = []
+        self.url: str | None = None
+        self.ready = threading.Event()
+        self.proc = subprocess.Popen(
+            [
+                *(PY, str(BENCH_SCRIPT), "--serve-controller", str(controller_id), "--zookeeper", connect),
+                *(() if batched else ("--unbatched",)),
+                *(() if state_change_dir is None else ("--state-change-dir", str(state_change_dir))),
+                *(() if redis_url is None else ("--redis-url", redis_url)),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if obj.get("kind") == "api":
+                self.url = obj["url"]
+                self.ready.set()
+            elif obj.get("kind") == "failover":
+                self.failovers.append(obj)
+            elif obj.get("kind") == "request_batch":
+                self.request_batches.append(obj)
+
+    def leader_and_isr_sent_at(self, cause: str, since_ms: float) -> float | None:
+        """Wall-clock ms of the first batch with LeaderAndIsr requests that ``cause`` (an event name)
+        sent at or after ``since_ms``; None if none has been seen yet."""
+        for record in list(self.request_batches):
+            lair = record.get("leader_and_isr") or {}
+            if record.get("cause") == cause and record.get("ts", 0.0) >= since_ms and sum(lair.values()) > 0:
+                return float(record["ts"])
+        return None
+
+    def peak_rss_mb(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def cpu_s(self) -> float:
+        """CPU seconds the controller process has used so far (every thread: user + system)."""
+        return process_cpu_s(self.proc.pid)
+
+    def stop(self) -> float:
+        rss = self.peak_rss_mb()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return rss
+
+
+def http_json(url: str, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON call to a controller's API; a new connection each time (the calls are few and slow)."""
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data: dict[str, Any] = json.loads(resp.read())
+        return data
+    finally:
+        conn.close()
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds a process has used so far (every thread: user + system); 0 once it is gone."""
+    try:
+        return process_cpu_seconds(pid)
+    except OSError:
+        return 0.0
+
+
+class CpuProbe:
+    """The controller's CPU while it handles one scenario: what shows whether a figure is bound by
+    ZooKeeper (waiting) or by the controller's own Python (CPU), without a profiler in the way.
+
+    ``event_cpu_s``/``event_wall_s``: the event thread's CPU and wall time in the scenario's
+    controller state (``per_state_ms`` of ``/v1/status``: whole events, so a controlled shutdown
+    includes what its event does after the answer, such as writing the state-change log);
+    ``process_cpu_s``: every thread of the process (ZooKeeper client, request senders, the API), which
+    share one interpreter lock with the event thread. ``finish`` waits for the state's event(s) to end.
+    """
+
+    def __init__(self, controller: ControllerProc, state: str) -> None:
+        self.controller = controller
+        self.state = state
+        self.before = self._timer()
+        self.process_before = controller.cpu_s()
+
+    def _timer(self) -> dict[str, float]:
+        assert self.controller.url is not None
+        status = http_json(self.controller.url, "GET", "/v1/status")
+        timer = status.get("per_state_ms", {}).get(self.state, {})
+        busy = status.get("state") == self.state or status.get("event_queue_size", 0) > 0
+        return {
+            "count": float(timer.get("count", 0)),
+            "total_ms": float(timer.get("total_ms", 0.0)),
+            "cpu_ms": float(timer.get("cpu_ms", 0.0)),
+            "busy": 1.0 if busy else 0.0,
+        }
+
+    def finish(self, timeout: float = 300) -> dict[str, float]:
+        deadline = time.monotonic() + timeout
+        after = self._timer()
+        while after["busy"] or after["count"] <= self.before["count"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for the controller's {self.state} event(s) to end")
+            time.sleep(0.05)
+            after = self._timer()
+        return {
+            "events": after["count"] - self.before["count"],
+            "event_wall_s": round((after["total_ms"] - self.before["total_ms"]) / 1000, 3),
+            "event_cpu_s": round((after["cpu_ms"] - self.before["cpu_ms"]) / 1000, 3),
+            "process_cpu_s": round(self.controller.cpu_s() - self.process_before, 3),
+        }
