@@ -22,6 +22,7 @@ Production and request-limit variables (``DJANGO_CSRF_TRUSTED_ORIGINS``, ``SECUR
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "dashboard.accounts",
     "dashboard.health",
     "dashboard.clusters",
@@ -89,6 +91,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Login lock-out (django-axes): a locked-out address gets 429. Before the sync-only middleware
+    # below, so Django runs it in sync mode (its async path drops the credentials).
+    "axes.middleware.AxesMiddleware",
     # Size and rate limits on action requests, answered before any view or CSRF check reads the body.
     "dashboard.security.middleware.ActionRequestLimitsMiddleware",
     # Every page needs a login except the ones marked @login_not_required (login, /healthz).
@@ -115,7 +120,12 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": parse_database_url(env_str("DATABASE_URL", "sqlite:///var/db.sqlite3"), str(BASE_DIR))}
+# CONN_MAX_AGE 0 under Daphne (ASGI): see parse_database_url; DATABASE_CONN_MAX_AGE overrides it.
+DATABASES = {
+    "default": parse_database_url(
+        env_str("DATABASE_URL", "sqlite:///var/db.sqlite3"), str(BASE_DIR), env_int("DATABASE_CONN_MAX_AGE", 0)
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -123,6 +133,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttling (django-axes, see docs/deployment.md): after LOGIN_FAILURE_LIMIT failed logins
+# from one client address, every login from that address is refused (429, no password checked) for
+# LOGIN_LOCKOUT_MINUTES, counted again from each further attempt. Locked by address, not by username,
+# so an attacker cannot lock a real operator out of their own account. Counts live in the database
+# (shared by every web process); every attempt, locked or not, is also a LOGIN_FAILED audit row.
+# `manage.py axes_reset_ip ADDRESS` lifts a lock-out early.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("LOGIN_THROTTLING", True)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # successes and failures are audited as Action rows already
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME.total_seconds() < 1:
+    raise ValueError("LOGIN_FAILURE_LIMIT and LOGIN_LOCKOUT_MINUTES must be positive")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
