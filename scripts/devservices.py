@@ -5,7 +5,8 @@ must never touch the machine's system services. This module starts private insta
 ports with data and logs under a directory of ours (``var/`` by default), records their pids, and
 stops only what it started.
 
-It imports nothing from the project, so ``scripts/services``, the pytest fixtures, ``scripts/bench``
+It imports nothing from the project but ``scripts/pidfile.py`` (pid files that record each process's
+start time, so a reused pid is never signalled), so ``scripts/services``, the pytest fixtures, ``scripts/bench``
 and ``manage.py demo`` all share it.
 
 ZooKeeper is run straight from its jars (Debian's ``zookeeper`` package puts them in
@@ -28,6 +29,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scripts.pidfile import recorded_pid, stop_recorded, write_pid_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VAR = REPO_ROOT / "var"
@@ -86,25 +89,6 @@ def process_cpu_seconds(pid: int) -> float:
     that means for their figure."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0): reap it if it is our child, and treat it as dead either way.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs (macOS): trust kill(0)
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def zookeeper_classpath() -> str:
@@ -176,11 +160,8 @@ class ManagedProcess:
         raise NotImplementedError
 
     def recorded_pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if _pid_alive(pid) else None
+        """Our instance's pid while that very process runs (pid and start time match; scripts/pidfile.py)."""
+        return recorded_pid(self.pid_file)
 
     def running(self) -> bool:
         return self.recorded_pid() is not None and self.ready()
@@ -205,7 +186,7 @@ class ManagedProcess:
                 cwd=self.base_dir,
                 start_new_session=True,
             )
-        self.pid_file.write_text(f"{self.process.pid}\n")
+        write_pid_file(self.pid_file, self.process.pid)
         self.info_file.write_text(json.dumps({"host": self.host, "port": self.port, "pid": self.process.pid}))
         self.wait_ready(timeout)
 
@@ -222,27 +203,16 @@ class ManagedProcess:
         raise ServiceError(f"{self.name} not ready on {self.host}:{self.port} after {timeout:.0f}s")
 
     def stop(self, timeout: float = 10.0, sig: int = signal.SIGTERM) -> bool:
-        """Stop our instance (by pid); True when something was stopped."""
-        pid = self.recorded_pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pid_alive(pid):
-            time.sleep(0.05)
-        if _pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            while _pid_alive(pid):
-                time.sleep(0.05)
+        """Stop our instance (its process group, by pid and start time); True when something was stopped.
+
+        A stale pid file, or one whose pid now belongs to another process, is removed and nothing
+        is signalled."""
+        stopped = stop_recorded(self.pid_file, timeout, sig, group=True)
         if self.process is not None:
             with contextlib.suppress(Exception):
                 self.process.wait(timeout=1)
             self.process = None
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return stopped
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
