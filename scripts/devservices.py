@@ -36,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VAR = REPO_ROOT / "var"
 DEFAULT_ZK_PORT = 21810
 DEFAULT_REDIS_PORT = 26379
+DEFAULT_PG_PORT = 25432
 
 _ZK_JARS = (
     "zookeeper.jar",
@@ -337,9 +338,229 @@ class RedisServer(ManagedProcess):
             return False
 
 
-def missing_debian_packages() -> list[str]:
-    """Debian packages the stack needs that this machine lacks."""
+def postgres_bin_dir() -> Path | None:
+    """The newest PostgreSQL server's ``bin`` (Debian: ``/usr/lib/postgresql/<major>/bin``; ``PG_BIN`` overrides)."""
+    configured = os.environ.get("PG_BIN")
+    if configured:
+        return Path(configured) if (Path(configured) / "postgres").exists() else None
+    found = [d for d in Path("/usr/lib/postgresql").glob("*/bin") if (d / "postgres").exists()]
+    found.sort(key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0)
+    return found[-1] if found else None
+
+
+def unprivileged_user() -> str | None:
+    """Who runs PostgreSQL when we are root (it refuses to run as root): ``postgres``, else ``nobody``."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    raise ServiceError("running as root and neither a `postgres` nor a `nobody` user exists to run PostgreSQL")
+
+
+@dataclass(kw_only=True)
+class PostgresServer(ManagedProcess):
+    """A private PostgreSQL cluster (Debian's package) on a loopback port, data under the services dir.
+
+    Why its own cluster rather than the system's: like ZooKeeper and Redis, tests and the dev stack
+    must never touch the machine's services. ``initdb`` makes a cluster whose superuser ``kcp`` has a
+    random password (kept in ``postgresql.password``, mode 0600); only TCP on ``host`` is open (no
+    Unix socket), with scram-sha-256 authentication. As root (CI), the cluster is owned and run by
+    the ``postgres`` system user (which the Debian package creates), since PostgreSQL refuses to run
+    as root: every directory above the data directory must then be searchable by that user.
+    """
+
+    name: str = "postgresql"
+    user: str = "kcp"
+    database: str = "kcp"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / f"{self.name}-data"
+
+    @property
+    def password_file(self) -> Path:
+        return self.base_dir / f"{self.name}.password"
+
+    @property
+    def url(self) -> str:
+        return f"postgres://{self.user}:{self.password()}@{self.host}:{self.port}/{self.database}"
+
+    def password(self) -> str:
+        try:
+            return self.password_file.read_text().strip()
+        except FileNotFoundError:
+            raise ServiceError(
+                f"{self.name} is not initialised under {self.base_dir}: `scripts/services up postgresql`"
+            ) from None
+
+    def _bin(self, tool: str) -> str:
+        bin_dir = postgres_bin_dir()
+        if bin_dir is None:
+            raise ServiceError(
+                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres). On Debian/Ubuntu: "
+                "`scripts/services up postgresql` installs the `postgresql` package; elsewhere set PG_BIN."
+            )
+        return str(bin_dir / tool)
+
+    def _as_owner(self, argv: list[str]) -> list[str]:
+        """``argv`` run as the unprivileged owner when we are root (setpriv execs: the pid stays the server's)."""
+        owner = unprivileged_user()
+        if owner is None:
+            return argv
+        return ["setpriv", f"--reuid={owner}", f"--regid={owner}", "--init-groups", "--", *argv]
+
+    def prepare(self) -> None:
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        import secrets
+
+        owner = unprivileged_user()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.password_file.exists():
+            self.password_file.write_text(secrets.token_urlsafe(24) + "\n")
+            self.password_file.chmod(0o600)
+        pwfile = self.data_dir.parent / f".{self.name}.initpw"
+        pwfile.write_text(self.password())
+        try:
+            if owner is not None:
+                import pwd
+
+                entry = pwd.getpwnam(owner)
+                for path in (self.data_dir, pwfile):
+                    os.chown(path, entry.pw_uid, entry.pw_gid)
+                self.data_dir.chmod(0o700)
+                self._check_reachable(owner)
+            done = subprocess.run(
+                self._as_owner(
+                    [
+                        self._bin("initdb"),
+                        "-D",
+                        str(self.data_dir),
+                        "-U",
+                        self.user,
+                        f"--pwfile={pwfile}",
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=scram-sha-256",
+                        "-E",
+                        "UTF8",
+                        "--no-locale",
+                        "--no-sync",
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if done.returncode != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise ServiceError(f"initdb failed ({done.returncode}):\n{(done.stdout + done.stderr)[-2000:]}")
+
+    def _check_reachable(self, owner: str) -> None:
+        probe = subprocess.run(
+            [
+                "setpriv",
+                f"--reuid={owner}",
+                f"--regid={owner}",
+                "--init-groups",
+                "--",
+                "test",
+                "-w",
+                str(self.data_dir),
+            ],
+            check=False,
+        )
+        if probe.returncode != 0:
+            raise ServiceError(
+                f"{self.name}: user {owner!r} (PostgreSQL will not run as root) cannot reach {self.data_dir}; "
+                "choose a SERVICES_DIR whose parent directories others may search (chmod o+x)"
+            )
+
+    def command(self) -> list[str]:
+        return self._as_owner(
+            [
+                self._bin("postgres"),
+                "-D",
+                str(self.data_dir),
+                "-c",
+                f"listen_addresses={self.host}",
+                "-c",
+                f"port={self.port}",
+                "-c",
+                "unix_socket_directories=",
+                # A test and development server: durability is not needed, speed is.
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ]
+        )
+
+    def ready(self) -> bool:
+        if not port_open(self.host, self.port, timeout=0.5):
+            return False
+        probe = subprocess.run(
+            [self._bin("pg_isready"), "-q", "-h", self.host, "-p", str(self.port), "-U", self.user, "-d", "postgres"],
+            check=False,
+        )
+        return probe.returncode == 0
+
+    def start(self, timeout: float = 60.0) -> None:
+        super().start(timeout)
+        self.ensure_database()
+
+    def ensure_database(self) -> None:
+        """Create the ``kcp`` database once (tests create their own ``test_kcp`` next to it)."""
+        env = dict(os.environ, PGPASSWORD=self.password())
+        common = ["-h", self.host, "-p", str(self.port), "-U", self.user]
+        exists = subprocess.run(
+            [
+                self._bin("psql"),
+                *common,
+                "-d",
+                "postgres",
+                "-tAc",
+                f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if exists.returncode != 0:
+            raise ServiceError(f"{self.name}: cannot query the server: {exists.stderr.strip()}")
+        if exists.stdout.strip() == "1":
+            return
+        made = subprocess.run(
+            [self._bin("createdb"), *common, self.database], env=env, capture_output=True, text=True, check=False
+        )
+        if made.returncode != 0:
+            raise ServiceError(f"{self.name}: createdb {self.database} failed: {made.stderr.strip()}")
+
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGINT) -> bool:
+        """Fast shutdown (SIGINT to the postmaster, which ends its own backends); SIGKILL after ``timeout``."""
+        stopped = stop_recorded(self.pid_file, timeout, sig, group=False)
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                self.process.wait(timeout=1)
+            self.process = None
+        return stopped
+
+
+def missing_debian_packages(postgres: bool = False) -> list[str]:
+    """Debian packages the stack needs that this machine lacks (``postgresql`` only when asked)."""
     missing = []
+    if postgres and postgres_bin_dir() is None:
+        missing.append("postgresql")
     try:
         zookeeper_classpath()
     except ServiceError:
@@ -382,11 +603,15 @@ def install_debian_packages(packages: Sequence[str]) -> None:
 
 @dataclass(kw_only=True)
 class ServiceSet:
-    """The services of one environment (dev stack, a test session, a benchmark)."""
+    """The services of one environment (dev stack, a test session, a benchmark).
+
+    ZooKeeper and Redis always; PostgreSQL on demand (``up(postgres=True)``): SQLite stays the
+    dashboard's embedded default, PostgreSQL is what CI runs the Django tests on."""
 
     base_dir: Path
     zk_port: int
     redis_port: int
+    pg_port: int = DEFAULT_PG_PORT
     host: str = "127.0.0.1"
     zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
 
@@ -398,16 +623,27 @@ class ServiceSet:
     def redis(self) -> RedisServer:
         return RedisServer(host=self.host, port=self.redis_port, base_dir=self.base_dir)
 
-    def up(self) -> None:
-        self.zookeeper.start()
-        self.redis.start()
+    @property
+    def postgres(self) -> PostgresServer:
+        return PostgresServer(host=self.host, port=self.pg_port, base_dir=self.base_dir)
+
+    def up(self, *, postgres: bool = False, core: bool = True) -> None:
+        if core:
+            self.zookeeper.start()
+            self.redis.start()
+        if postgres:
+            self.postgres.start()
 
     def down(self) -> None:
+        self.postgres.stop()  # only when this set started it (its pid file names a live process of ours)
         self.redis.stop()
         self.zookeeper.stop()
 
     def status(self) -> list[str]:
-        return [self.zookeeper.status_line(), self.redis.status_line()]
+        lines = [self.zookeeper.status_line(), self.redis.status_line()]
+        if self.postgres.data_dir.exists():
+            lines.append(self.postgres.status_line())
+        return lines
 
 
 def default_service_set() -> ServiceSet:
@@ -415,6 +651,7 @@ def default_service_set() -> ServiceSet:
         base_dir=Path(os.environ.get("SERVICES_DIR", DEFAULT_VAR / "services")),
         zk_port=int(os.environ.get("ZK_PORT", DEFAULT_ZK_PORT)),
         redis_port=int(os.environ.get("REDIS_PORT", DEFAULT_REDIS_PORT)),
+        pg_port=int(os.environ.get("PG_PORT", DEFAULT_PG_PORT)),
     )
 
 
@@ -429,22 +666,36 @@ def temporary_services(base_dir: Path, zk_heap_mb: int = 512) -> Iterator[Servic
         services.down()
 
 
+SERVICE_NAMES = ("zookeeper", "redis", "postgresql")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/services",
-        description="Private ZooKeeper and Redis on loopback ports, data and logs under var/services.",
+        description="Private ZooKeeper, Redis (and on demand PostgreSQL) on loopback ports, data under var/services.",
     )
     parser.add_argument("action", choices=["up", "down", "status", "env"])
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="up/env: which of zookeeper, redis, postgresql (default: zookeeper redis; postgresql only when named)",
+    )
     parser.add_argument("--no-install", action="store_true", help="fail instead of installing packages")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(SERVICE_NAMES))
+    if unknown:
+        parser.error(f"unknown service {', '.join(unknown)} (choose from {', '.join(SERVICE_NAMES)})")
+    names = set(args.names or ("zookeeper", "redis"))
+    core = bool(names & {"zookeeper", "redis"})
     services = default_service_set()
     try:
         if args.action == "up":
-            missing = missing_debian_packages()
+            missing = missing_debian_packages(postgres="postgresql" in names)
             if missing and args.no_install:
                 raise ServiceError("missing: " + ", ".join(missing))
             install_debian_packages(missing)
-            services.up()
+            services.up(postgres="postgresql" in names, core=core)
             print("\n".join(services.status()))
         elif args.action == "down":
             services.down()
@@ -453,8 +704,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(services.status()))
             return 0 if services.zookeeper.running() and services.redis.running() else 3
         else:  # env: lines a shell can eval
-            print(f"export ZOOKEEPER_CONNECT={services.zookeeper.connect_string}")
-            print(f"export REDIS_URL={services.redis.url}")
+            if core:
+                print(f"export ZOOKEEPER_CONNECT={services.zookeeper.connect_string}")
+                print(f"export REDIS_URL={services.redis.url}")
+            if "postgresql" in names:
+                if not services.postgres.running():
+                    raise ServiceError("postgresql is not running: `scripts/services up postgresql`")
+                print(f"export DATABASE_URL={services.postgres.url}")
     except (ServiceError, subprocess.CalledProcessError) as exc:
         print(f"services: {exc}", file=sys.stderr)
         return 1
