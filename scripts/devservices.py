@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -239,7 +240,15 @@ class ZooKeeperServer(ManagedProcess):
 
     @property
     def data_dir(self) -> Path:
-        return self.base_dir / f"{self.name}-data"
+        """``<services dir>/postgresql-data``; as root, when the server's user cannot reach the services
+        dir (a checkout under a 0700 home, pytest's tmp dirs), a directory of this services dir's own
+        under ``/var/tmp`` instead (named by a hash of its path, so each services dir keeps one)."""
+        inside = self.base_dir / f"{self.name}-data"
+        owner = unprivileged_user()
+        if owner is None or _searchable_by(self.base_dir, owner):
+            return inside
+        digest = hashlib.sha256(str(self.base_dir.resolve()).encode()).hexdigest()[:12]
+        return Path("/var/tmp") / f"kcp-{self.name}-{digest}"
 
     @property
     def config_file(self) -> Path:
@@ -348,6 +357,27 @@ def postgres_bin_dir() -> Path | None:
     return found[-1] if found else None
 
 
+def _searchable_by(path: Path, user: str) -> bool:
+    """Whether ``user`` may walk down to ``path`` (every existing ancestor searchable: mode bits only)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    for part in [path.resolve(), *path.resolve().parents]:
+        try:
+            st = part.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid == entry.pw_uid:
+            ok = bool(st.st_mode & 0o100)
+        elif st.st_gid == entry.pw_gid:
+            ok = bool(st.st_mode & 0o010)
+        else:
+            ok = bool(st.st_mode & 0o001)
+        if not ok:
+            return False
+    return True
+
+
 def unprivileged_user() -> str | None:
     """Who runs PostgreSQL when we are root (it refuses to run as root): ``postgres``, else ``nobody``."""
     if os.geteuid() != 0:
@@ -379,7 +409,15 @@ class PostgresServer(ManagedProcess):
 
     @property
     def data_dir(self) -> Path:
-        return self.base_dir / f"{self.name}-data"
+        """``<services dir>/postgresql-data``; as root, when the server's user cannot reach the services
+        dir (a checkout under a 0700 home, pytest's tmp dirs), a directory of this services dir's own
+        under ``/var/tmp`` instead (named by a hash of its path, so each services dir keeps one)."""
+        inside = self.base_dir / f"{self.name}-data"
+        owner = unprivileged_user()
+        if owner is None or _searchable_by(self.base_dir, owner):
+            return inside
+        digest = hashlib.sha256(str(self.base_dir.resolve()).encode()).hexdigest()[:12]
+        return Path("/var/tmp") / f"kcp-{self.name}-{digest}"
 
     @property
     def password_file(self) -> Path:
@@ -423,7 +461,7 @@ class PostgresServer(ManagedProcess):
         if not self.password_file.exists():
             self.password_file.write_text(secrets.token_urlsafe(24) + "\n")
             self.password_file.chmod(0o600)
-        pwfile = self.data_dir.parent / f".{self.name}.initpw"
+        pwfile = self.data_dir.parent / f".{self.data_dir.name}.initpw"
         pwfile.write_text(self.password())
         try:
             if owner is not None:

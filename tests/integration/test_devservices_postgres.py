@@ -57,3 +57,17 @@ def test_up_env_down(services_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys
         assert main(["down"]) == 0
     assert not server.running() and not port_open("127.0.0.1", port)
     assert not server.pid_file.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root hands the server to another user")
+def test_as_root_a_services_dir_the_server_user_cannot_reach_keeps_its_data_under_var_tmp(tmp_path: Path) -> None:
+    """pytest's tmp dirs (and a checkout under /root) are mode 0700: the data goes to /var/tmp instead."""
+    server = PostgresServer(host="127.0.0.1", port=free_port(), base_dir=tmp_path)
+    assert server.data_dir.parent == Path("/var/tmp") and server.data_dir.name.startswith("kcp-postgresql-")
+    try:
+        server.start()
+        assert server.running() and server.data_dir.stat().st_uid != 0
+    finally:
+        server.stop()
+        shutil.rmtree(server.data_dir, ignore_errors=True)
+    assert not server.running()
