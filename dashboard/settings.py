@@ -188,10 +188,18 @@ MIRROR_STALE_AFTER_S = env_int("MIRROR_STALE_AFTER_S", 5)
 # Broker agents' GET /v1/state (live lag) is fetched with this timeout.
 BROKER_AGENT_TIMEOUT_S = float(env_str("BROKER_AGENT_TIMEOUT_S", "1.0"))
 
+# socket_timeout: channels_redis receives with a 5 s BZPOPMIN, and redis-py 8 reads every reply with a
+# 5 s socket timeout by default; Redis answers an expired pop up to 100 ms late, so a consumer that
+# heard nothing for 5 s (the mirror busy with a big resync) died of "Timeout reading from". 30 s
+# outlasts the pop and any pause of Redis short of an outage (tests/integration/test_channel_layer_idle.py).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
 }
 
