@@ -56,6 +56,7 @@ from workers.mirror.events import (
     MirrorEvent,
     Resync,
     SessionStateChanged,
+    StateChanged,
     Stop,
     StreamRecords,
     TopicChanged,
@@ -90,6 +91,9 @@ class MirrorConfig:
     # storm: the stream is already what the page shows, the read only confirms versions).
     confirm_delay_s: float = 5.0
     default_min_isr: int = 1
+    # Observed mode: at most this many partition state znodes watched at once (those seen without a
+    # live leader; see ``Mirror._watch_unresolved``).
+    state_watch_limit: int = 200_000
     replay_max: int = 500_000
     interest_refresh_s: float = 2.0
 
@@ -170,6 +174,8 @@ class Mirror:
         self._next_gc = 0.0
         self._watched: set[str] = set()
         self._watched_at = 0.0
+        # Observed mode: partitions whose state znode carries our one-shot watch right now.
+        self._state_watches: set[TopicPartition] = set()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -287,6 +293,9 @@ class Mirror:
                 self._load_topics([topic])
             case AdminChanged():
                 self._load_admin()
+            case StateChanged(tp=tp):
+                self._state_watches.discard(tp)
+                self._pending_reads[tp] = None
             case StreamRecords():
                 self._apply_stream(event)
 
@@ -419,6 +428,49 @@ class Mirror:
         live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
         if live:
             self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
+            if self.config.mode == OBSERVED:
+                self._watch_unresolved(live)
+
+    def _watch_unresolved(self, partitions: list[TopicPartition]) -> None:
+        """Watch the state znodes of the partitions just read that have no live leader.
+
+        Why: an observed cluster has no stream, and partition state znodes are not watched in
+        general (zksource's docstring: a million watches). So a leader written minutes after the
+        broker change (the broker coming back, an unclean election, a slow controller) was seen only
+        by the periodic sweep, up to 15 s later. The partitions without a live leader are the ones
+        whose next write matters, and they are bounded by the incident (``state_watch_limit``), not
+        by the cluster: each gets one one-shot watch until its znode changes, then is read again
+        (``StateChanged``). A write that lands between the read and the watch is caught by the
+        watch call's own answer: a version other than the one just read queues a read at once.
+        """
+        rows, brokers = self.state.partitions, self.state.live
+        room = self.config.state_watch_limit - len(self._state_watches)
+        for tp in partitions:
+            if room <= 0:
+                return
+            if tp in self._state_watches:
+                continue
+            row = rows.get(layout.member(tp.topic, tp.partition))
+            if row is None or (row.leader >= 0 and row.leader in brokers):
+                continue
+            self._state_watches.add(tp)
+            room -= 1
+            answer = self.zk.exists_async(paths.partition_state_path(tp), watch=self._on_state_watch)
+            answer.rawlink(functools.partial(self._on_state_armed, tp, row.mzxid))
+
+    def _on_state_watch(self, event: WatchedEvent) -> None:
+        tp = paths.parse_partition_state_path(event.path or "")
+        if tp is not None:
+            self.events.put(StateChanged(tp))
+
+    def _on_state_armed(self, tp: TopicPartition, read_mzxid: int, answer: Any) -> None:
+        """(kazoo's thread) The watch is set; a znode newer than the read it followed is read again."""
+        try:
+            stat = answer.get_nowait()
+        except Exception:  # connection loss: the session listener resyncs
+            return
+        if stat is None or stat.mzxid != read_mzxid:
+            self.events.put(StateChanged(tp))
 
     def _known_mzxid(self, tp: TopicPartition) -> int:
         row = self.state.partitions.get(layout.member(tp.topic, tp.partition))
@@ -477,6 +529,7 @@ class Mirror:
         self._pending_reads.clear()
         self._refresh_queue.clear()
         self._confirm.clear()
+        self._state_watches.clear()  # watches still set only cause a harmless extra read
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state
