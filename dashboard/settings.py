@@ -274,5 +274,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"kazoo": {"level": "WARNING"}},
+    # django-axes logs several lines per failed login: under a brute force that floods the log. Every
+    # attempt is an audit row (LOGIN_FAILED, locked_out marked) instead; errors still show.
+    "loggers": {"kazoo": {"level": "WARNING"}, "axes": {"level": "ERROR"}},
 }
