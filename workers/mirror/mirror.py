@@ -80,7 +80,7 @@ class MirrorConfig:
     window_s: float = 0.15
     heartbeat_s: float = 1.0
     sweep_s: float | None = None  # None: 15 s observed, 60 s managed (the stream reports changes)
-    sweep_chunk: int = 5_000
+    sweep_chunk: int = 2_000
     refresh_chunk: int = 2_000
     gc_interval_s: float = 300.0
     # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
@@ -174,8 +174,11 @@ class Mirror:
         self._next_gc = 0.0
         self._watched: set[str] = set()
         self._watched_at = 0.0
-        # Observed mode: partitions whose state znode carries our one-shot watch right now.
+        # Observed mode: partitions whose state znode carries our one-shot watch right now, and
+        # those whose watch fired: read before any other queued read (they are known to have changed,
+        # while a broker change's follow-up reads of 10,000 partitions mostly confirm).
         self._state_watches: set[TopicPartition] = set()
+        self._changed_reads: dict[TopicPartition, None] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -219,7 +222,7 @@ class Mirror:
             timeout = min(timeout, self._first_change_at + self.config.window_s - now)
         if self._timers:
             timeout = min(timeout, self._timers[0][0] - now)
-        if self._sweep or self._pending_reads or self._refresh_queue:
+        if self._sweep or self._pending_reads or self._refresh_queue or self._changed_reads:
             timeout = 0.0
         try:
             event: MirrorEvent | None = self.events.get(timeout=max(timeout, 0.0))
@@ -295,7 +298,7 @@ class Mirror:
                 self._load_admin()
             case StateChanged(tp=tp):
                 self._state_watches.discard(tp)
-                self._pending_reads[tp] = None
+                self._changed_reads[tp] = None
             case StreamRecords():
                 self._apply_stream(event)
 
@@ -493,7 +496,16 @@ class Mirror:
                 action()
 
     def _sweep_some(self) -> None:
-        """One chunk of background work: re-derivations, then queued re-reads, then the sweep."""
+        """One chunk of background work: watched partitions that changed, re-derivations, then queued
+        re-reads, then the sweep."""
+        if self._changed_reads:
+            changed = self._changed_reads
+            chunk = list(itertools.islice(changed, self.config.sweep_chunk))
+            for tp in chunk:
+                del changed[tp]
+                self._pending_reads.pop(tp, None)
+            self._read_now(chunk)
+            return
         if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
             # In a managed cluster the controller's records come first: they carry what the page
             # is waiting for, and each one makes a queued refresh of its row unnecessary.
@@ -530,6 +542,7 @@ class Mirror:
         self._refresh_queue.clear()
         self._confirm.clear()
         self._state_watches.clear()  # watches still set only cause a harmless extra read
+        self._changed_reads.clear()
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state
