@@ -25,12 +25,13 @@ pytestmark = pytest.mark.integration
 def test_the_configured_read_timeout_outlasts_the_blocking_pop() -> None:
     from channels_redis.core import RedisChannelLayer
 
-    (host,) = django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"]
+    layers: dict[str, Any] = django_settings.CHANNEL_LAYERS
+    (host,) = layers["default"]["CONFIG"]["hosts"]
     assert isinstance(host, dict) and host["socket_timeout"] >= RedisChannelLayer.brpop_timeout + 5
 
 
 async def test_a_consumer_waits_through_seven_silent_seconds(redis_url: str, settings: Any) -> None:
-    config = copy.deepcopy(django_settings.CHANNEL_LAYERS)
+    config: dict[str, Any] = copy.deepcopy(django_settings.CHANNEL_LAYERS)
     (host,) = config["default"]["CONFIG"]["hosts"]
     config["default"]["CONFIG"]["hosts"] = [{**host, "address": redis_url} if isinstance(host, dict) else redis_url]
     settings.CHANNEL_LAYERS = config
