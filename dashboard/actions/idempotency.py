@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 
@@ -31,5 +32,7 @@ def serialized_for(user: Any, key: str) -> Iterator[None]:
         yield
         return
     with transaction.atomic():
-        list(type(user)._default_manager.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
+        # The model from settings, not type(user): a request's user is a lazy proxy.
+        users = get_user_model()._default_manager
+        list(users.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
         yield
