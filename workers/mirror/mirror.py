@@ -179,6 +179,7 @@ class Mirror:
         # while a broker change's follow-up reads of 10,000 partitions mostly confirm).
         self._state_watches: set[TopicPartition] = set()
         self._changed_reads: dict[TopicPartition, None] = {}
+        self._watch_queue: dict[TopicPartition, None] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -222,7 +223,7 @@ class Mirror:
             timeout = min(timeout, self._first_change_at + self.config.window_s - now)
         if self._timers:
             timeout = min(timeout, self._timers[0][0] - now)
-        if self._sweep or self._pending_reads or self._refresh_queue or self._changed_reads:
+        if self._sweep or self._pending_reads or self._refresh_queue or self._changed_reads or self._watch_queue:
             timeout = 0.0
         try:
             event: MirrorEvent | None = self.events.get(timeout=max(timeout, 0.0))
@@ -338,6 +339,11 @@ class Mirror:
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
             partitions = [_tp(m) for m in affected]
+            # Watch the ones left without a live leader soon, before the queued reads get to them
+            # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
+            # of them is then read first, whenever it comes. A chunk per loop turn, after the
+            # re-derivation that shows the failover (arming 20,000 watches takes a second or more).
+            self._watch_queue.update(dict.fromkeys(partitions))
             self._reread(partitions)
             self._schedule_followups(partitions)
         else:
@@ -496,8 +502,8 @@ class Mirror:
                 action()
 
     def _sweep_some(self) -> None:
-        """One chunk of background work: watched partitions that changed, re-derivations, then queued
-        re-reads, then the sweep."""
+        """One chunk of background work: watched partitions that changed, re-derivations, watches to
+        arm (observed mode), then queued re-reads, then the sweep."""
         if self._changed_reads:
             changed = self._changed_reads
             chunk = list(itertools.islice(changed, self.config.sweep_chunk))
@@ -514,6 +520,13 @@ class Mirror:
             for m in members:
                 del queue_[m]
             self.state.refresh(members)
+            return
+        if self._watch_queue:
+            watch_queue = self._watch_queue
+            partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
+            for tp in partitions:
+                del watch_queue[tp]
+            self._watch_unresolved(partitions)
             return
         if self._pending_reads:
             pending = self._pending_reads
@@ -543,6 +556,7 @@ class Mirror:
         self._confirm.clear()
         self._state_watches.clear()  # watches still set only cause a harmless extra read
         self._changed_reads.clear()
+        self._watch_queue.clear()
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state
