@@ -437,11 +437,12 @@ class Mirror:
         rows = self.state.partitions
         live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
         if live:
+            since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
             self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
             if self.config.mode == OBSERVED:
-                self._watch_unresolved(live)
+                self._watch_unresolved(live, since)
 
-    def _watch_unresolved(self, partitions: list[TopicPartition]) -> None:
+    def _watch_unresolved(self, partitions: list[TopicPartition], since: int) -> None:
         """Watch the state znodes of ``partitions`` that have no live leader.
 
         Why: an observed cluster has no stream, and partition state znodes are not watched in
@@ -452,33 +453,34 @@ class Mirror:
         by the cluster: each gets one one-shot data watch until its znode changes, then is read
         again (``StateChanged``). The watches go out in SetWatches requests
         (``controller_core.zk.setwatches``: thousands per request; one ``exists`` call per znode
-        cost kazoo a socket write each, 0.3 ms of this loop per partition), relative to the oldest
-        version the batch's rows were read at, so a znode written after its row was read fires at
-        once (and a few written before it, once, harmlessly).
+        cost kazoo a socket write each, 0.3 ms of this loop per partition), relative to ``since``, a
+        zxid the session had seen before the rows were read: a znode written after that fires at
+        once. (Relative to the rows' own versions instead, nearly every watch fired at once: the
+        oldest version of a batch is older than most znodes in it.)
         """
         rows, brokers = self.state.partitions, self.state.live
         room = self.config.state_watch_limit - len(self._state_watches)
         existing: list[tuple[str, Callable[[Any], None]]] = []
         absent: list[tuple[str, Callable[[Any], None]]] = []
-        since: int | None = None
         for tp in partitions:
             if room <= 0:
                 break
-            if tp in self._state_watches:
-                continue
             row = rows.get(layout.member(tp.topic, tp.partition))
             if row is None or (row.leader >= 0 and row.leader in brokers):
+                # Led again: no longer wanted (a watch still armed for it costs one extra read).
+                self._state_watches.discard(tp)
+                continue
+            if tp in self._state_watches:
                 continue
             self._state_watches.add(tp)
             room -= 1
             path = paths.partition_state_path(tp)
             if row.mzxid >= 0:
                 existing.append((path, self._on_state_watch))
-                since = row.mzxid if since is None else min(since, row.mzxid)
             else:
                 absent.append((path, self._on_state_watch))
         if existing or absent:
-            set_node_watches(self.zk, since if since is not None else 0, existing, absent)
+            set_node_watches(self.zk, since, existing, absent)
 
     def _on_state_watch(self, event: WatchedEvent) -> None:
         tp = paths.parse_partition_state_path(event.path or "")
@@ -530,7 +532,8 @@ class Mirror:
             partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
             for tp in partitions:
                 del watch_queue[tp]
-            self._watch_unresolved(partitions)
+            # Relative to now: what changed before is covered by the broker change's queued re-read.
+            self._watch_unresolved(partitions, self.zk.last_zxid)
             return
         if self._pending_reads:
             pending = self._pending_reads
