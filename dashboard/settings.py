@@ -22,6 +22,7 @@ Production and request-limit variables (``DJANGO_CSRF_TRUSTED_ORIGINS``, ``SECUR
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "dashboard.accounts",
     "dashboard.health",
     "dashboard.clusters",
@@ -89,6 +91,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Login lock-out (django-axes): a locked-out address gets 429. Before the sync-only middleware
+    # below, so Django runs it in sync mode (its async path drops the credentials).
+    "axes.middleware.AxesMiddleware",
     # Size and rate limits on action requests, answered before any view or CSRF check reads the body.
     "dashboard.security.middleware.ActionRequestLimitsMiddleware",
     # Every page needs a login except the ones marked @login_not_required (login, /healthz).
@@ -115,7 +120,12 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": parse_database_url(env_str("DATABASE_URL", "sqlite:///var/db.sqlite3"), str(BASE_DIR))}
+# CONN_MAX_AGE 0 under Daphne (ASGI): see parse_database_url; DATABASE_CONN_MAX_AGE overrides it.
+DATABASES = {
+    "default": parse_database_url(
+        env_str("DATABASE_URL", "sqlite:///var/db.sqlite3"), str(BASE_DIR), env_int("DATABASE_CONN_MAX_AGE", 0)
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -123,6 +133,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttling (django-axes, see docs/deployment.md): after LOGIN_FAILURE_LIMIT failed logins
+# from one client address, every login from that address is refused (429, no password checked) for
+# LOGIN_LOCKOUT_MINUTES, counted again from each further attempt. Locked by address, not by username,
+# so an attacker cannot lock a real operator out of their own account. Counts live in the database
+# (shared by every web process); every attempt, locked or not, is also a LOGIN_FAILED audit row.
+# `manage.py axes_reset_ip ADDRESS` lifts a lock-out early.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("LOGIN_THROTTLING", True)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # successes and failures are audited as Action rows already
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME.total_seconds() < 1:
+    raise ValueError("LOGIN_FAILURE_LIMIT and LOGIN_LOCKOUT_MINUTES must be positive")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -169,10 +200,18 @@ MIRROR_STALE_AFTER_S = env_int("MIRROR_STALE_AFTER_S", 5)
 # Broker agents' GET /v1/state (live lag) is fetched with this timeout.
 BROKER_AGENT_TIMEOUT_S = float(env_str("BROKER_AGENT_TIMEOUT_S", "1.0"))
 
+# socket_timeout: channels_redis receives with a 5 s BZPOPMIN, and redis-py 8 reads every reply with a
+# 5 s socket timeout by default; Redis answers an expired pop up to 100 ms late, so a consumer that
+# heard nothing for 5 s (the mirror busy with a big resync) died of "Timeout reading from". 30 s
+# outlasts the pop and any pause of Redis short of an outage (tests/integration/test_channel_layer_idle.py).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
 }
 
@@ -252,5 +291,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"kazoo": {"level": "WARNING"}},
+    # django-axes logs several lines per failed login: under a brute force that floods the log. Every
+    # attempt is an audit row (LOGIN_FAILED, locked_out marked) instead; errors still show.
+    "loggers": {"kazoo": {"level": "WARNING"}, "axes": {"level": "ERROR"}},
 }

@@ -5,7 +5,8 @@ must never touch the machine's system services. This module starts private insta
 ports with data and logs under a directory of ours (``var/`` by default), records their pids, and
 stops only what it started.
 
-It imports nothing from the project, so ``scripts/services``, the pytest fixtures, ``scripts/bench``
+It imports nothing from the project but ``scripts/pidfile.py`` (pid files that record each process's
+start time, so a reused pid is never signalled), so ``scripts/services``, the pytest fixtures, ``scripts/bench``
 and ``manage.py demo`` all share it.
 
 ZooKeeper is run straight from its jars (Debian's ``zookeeper`` package puts them in
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -29,11 +31,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scripts.pidfile import recorded_pid, stop_recorded, write_pid_file
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VAR = REPO_ROOT / "var"
 DEFAULT_ZK_PORT = 21810
 DEFAULT_REDIS_PORT = 26379
 DEFAULT_SPARK_CONNECT_PORT = 15002
+DEFAULT_PG_PORT = 25432
 
 _ZK_JARS = (
     "zookeeper.jar",
@@ -87,25 +92,6 @@ def process_cpu_seconds(pid: int) -> float:
     that means for their figure."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0): reap it if it is our child, and treat it as dead either way.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs (macOS): trust kill(0)
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def zookeeper_classpath() -> str:
@@ -177,11 +163,8 @@ class ManagedProcess:
         raise NotImplementedError
 
     def recorded_pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if _pid_alive(pid) else None
+        """Our instance's pid while that very process runs (pid and start time match; scripts/pidfile.py)."""
+        return recorded_pid(self.pid_file)
 
     def running(self) -> bool:
         return self.recorded_pid() is not None and self.ready()
@@ -206,7 +189,7 @@ class ManagedProcess:
                 cwd=self.base_dir,
                 start_new_session=True,
             )
-        self.pid_file.write_text(f"{self.process.pid}\n")
+        write_pid_file(self.pid_file, self.process.pid)
         self.info_file.write_text(json.dumps({"host": self.host, "port": self.port, "pid": self.process.pid}))
         self.wait_ready(timeout)
 
@@ -223,27 +206,16 @@ class ManagedProcess:
         raise ServiceError(f"{self.name} not ready on {self.host}:{self.port} after {timeout:.0f}s")
 
     def stop(self, timeout: float = 10.0, sig: int = signal.SIGTERM) -> bool:
-        """Stop our instance (by pid); True when something was stopped."""
-        pid = self.recorded_pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pid_alive(pid):
-            time.sleep(0.05)
-        if _pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            while _pid_alive(pid):
-                time.sleep(0.05)
+        """Stop our instance (its process group, by pid and start time); True when something was stopped.
+
+        A stale pid file, or one whose pid now belongs to another process, is removed and nothing
+        is signalled."""
+        stopped = stop_recorded(self.pid_file, timeout, sig, group=True)
         if self.process is not None:
             with contextlib.suppress(Exception):
                 self.process.wait(timeout=1)
             self.process = None
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return stopped
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
@@ -269,7 +241,15 @@ class ZooKeeperServer(ManagedProcess):
 
     @property
     def data_dir(self) -> Path:
-        return self.base_dir / f"{self.name}-data"
+        """``<services dir>/postgresql-data``; as root, when the server's user cannot reach the services
+        dir (a checkout under a 0700 home, pytest's tmp dirs), a directory of this services dir's own
+        under ``/var/tmp`` instead (named by a hash of its path, so each services dir keeps one)."""
+        inside = self.base_dir / f"{self.name}-data"
+        owner = unprivileged_user()
+        if owner is None or _searchable_by(self.base_dir, owner):
+            return inside
+        digest = hashlib.sha256(str(self.base_dir.resolve()).encode()).hexdigest()[:12]
+        return Path("/var/tmp") / f"kcp-{self.name}-{digest}"
 
     @property
     def config_file(self) -> Path:
@@ -424,9 +404,258 @@ class SparkConnectServer(ManagedProcess):
         return port_open(self.host, self.port, timeout=1.0)
 
 
-def missing_debian_packages() -> list[str]:
-    """Debian packages the stack needs that this machine lacks."""
+def postgres_bin_dir() -> Path | None:
+    """The newest PostgreSQL server's ``bin`` (Debian: ``/usr/lib/postgresql/<major>/bin``; ``PG_BIN`` overrides)."""
+    configured = os.environ.get("PG_BIN")
+    if configured:
+        return Path(configured) if (Path(configured) / "postgres").exists() else None
+    found = [d for d in Path("/usr/lib/postgresql").glob("*/bin") if (d / "postgres").exists()]
+    found.sort(key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0)
+    return found[-1] if found else None
+
+
+def _searchable_by(path: Path, user: str) -> bool:
+    """Whether ``user`` may walk down to ``path`` (every existing ancestor searchable: mode bits only)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    for part in [path.resolve(), *path.resolve().parents]:
+        try:
+            st = part.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid == entry.pw_uid:
+            ok = bool(st.st_mode & 0o100)
+        elif st.st_gid == entry.pw_gid:
+            ok = bool(st.st_mode & 0o010)
+        else:
+            ok = bool(st.st_mode & 0o001)
+        if not ok:
+            return False
+    return True
+
+
+def unprivileged_user() -> str | None:
+    """Who runs PostgreSQL when we are root (it refuses to run as root): ``postgres``, else ``nobody``."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    raise ServiceError("running as root and neither a `postgres` nor a `nobody` user exists to run PostgreSQL")
+
+
+@dataclass(kw_only=True)
+class PostgresServer(ManagedProcess):
+    """A private PostgreSQL cluster (Debian's package) on a loopback port, data under the services dir.
+
+    Why its own cluster rather than the system's: like ZooKeeper and Redis, tests and the dev stack
+    must never touch the machine's services. ``initdb`` makes a cluster whose superuser ``kcp`` has a
+    random password (kept in ``postgresql.password``, mode 0600); only TCP on ``host`` is open (no
+    Unix socket), with scram-sha-256 authentication. As root (CI), the cluster is owned and run by
+    the ``postgres`` system user (which the Debian package creates), since PostgreSQL refuses to run
+    as root: every directory above the data directory must then be searchable by that user.
+    """
+
+    name: str = "postgresql"
+    user: str = "kcp"
+    database: str = "kcp"
+
+    @property
+    def data_dir(self) -> Path:
+        """``<services dir>/postgresql-data``; as root, when the server's user cannot reach the services
+        dir (a checkout under a 0700 home, pytest's tmp dirs), a directory of this services dir's own
+        under ``/var/tmp`` instead (named by a hash of its path, so each services dir keeps one)."""
+        inside = self.base_dir / f"{self.name}-data"
+        owner = unprivileged_user()
+        if owner is None or _searchable_by(self.base_dir, owner):
+            return inside
+        digest = hashlib.sha256(str(self.base_dir.resolve()).encode()).hexdigest()[:12]
+        return Path("/var/tmp") / f"kcp-{self.name}-{digest}"
+
+    @property
+    def password_file(self) -> Path:
+        return self.base_dir / f"{self.name}.password"
+
+    @property
+    def url(self) -> str:
+        return f"postgres://{self.user}:{self.password()}@{self.host}:{self.port}/{self.database}"
+
+    def password(self) -> str:
+        try:
+            return self.password_file.read_text().strip()
+        except FileNotFoundError:
+            raise ServiceError(
+                f"{self.name} is not initialised under {self.base_dir}: `scripts/services up postgresql`"
+            ) from None
+
+    def _bin(self, tool: str) -> str:
+        bin_dir = postgres_bin_dir()
+        if bin_dir is None:
+            raise ServiceError(
+                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres). On Debian/Ubuntu: "
+                "`scripts/services up postgresql` installs the `postgresql` package; elsewhere set PG_BIN."
+            )
+        return str(bin_dir / tool)
+
+    def _as_owner(self, argv: list[str]) -> list[str]:
+        """``argv`` run as the unprivileged owner when we are root (setpriv execs: the pid stays the server's)."""
+        owner = unprivileged_user()
+        if owner is None:
+            return argv
+        return ["setpriv", f"--reuid={owner}", f"--regid={owner}", "--init-groups", "--", *argv]
+
+    def prepare(self) -> None:
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        import secrets
+
+        owner = unprivileged_user()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.password_file.exists():
+            self.password_file.write_text(secrets.token_urlsafe(24) + "\n")
+            self.password_file.chmod(0o600)
+        pwfile = self.data_dir.parent / f".{self.data_dir.name}.initpw"
+        pwfile.write_text(self.password())
+        try:
+            if owner is not None:
+                import pwd
+
+                entry = pwd.getpwnam(owner)
+                for path in (self.data_dir, pwfile):
+                    os.chown(path, entry.pw_uid, entry.pw_gid)
+                self.data_dir.chmod(0o700)
+                self._check_reachable(owner)
+            done = subprocess.run(
+                self._as_owner(
+                    [
+                        self._bin("initdb"),
+                        "-D",
+                        str(self.data_dir),
+                        "-U",
+                        self.user,
+                        f"--pwfile={pwfile}",
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=scram-sha-256",
+                        "-E",
+                        "UTF8",
+                        "--no-locale",
+                        "--no-sync",
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if done.returncode != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise ServiceError(f"initdb failed ({done.returncode}):\n{(done.stdout + done.stderr)[-2000:]}")
+
+    def _check_reachable(self, owner: str) -> None:
+        probe = subprocess.run(
+            [
+                "setpriv",
+                f"--reuid={owner}",
+                f"--regid={owner}",
+                "--init-groups",
+                "--",
+                "test",
+                "-w",
+                str(self.data_dir),
+            ],
+            check=False,
+        )
+        if probe.returncode != 0:
+            raise ServiceError(
+                f"{self.name}: user {owner!r} (PostgreSQL will not run as root) cannot reach {self.data_dir}; "
+                "choose a SERVICES_DIR whose parent directories others may search (chmod o+x)"
+            )
+
+    def command(self) -> list[str]:
+        return self._as_owner(
+            [
+                self._bin("postgres"),
+                "-D",
+                str(self.data_dir),
+                "-c",
+                f"listen_addresses={self.host}",
+                "-c",
+                f"port={self.port}",
+                "-c",
+                "unix_socket_directories=",
+                # A test and development server: durability is not needed, speed is.
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ]
+        )
+
+    def ready(self) -> bool:
+        if not port_open(self.host, self.port, timeout=0.5):
+            return False
+        probe = subprocess.run(
+            [self._bin("pg_isready"), "-q", "-h", self.host, "-p", str(self.port), "-U", self.user, "-d", "postgres"],
+            check=False,
+        )
+        return probe.returncode == 0
+
+    def start(self, timeout: float = 60.0) -> None:
+        super().start(timeout)
+        self.ensure_database()
+
+    def ensure_database(self) -> None:
+        """Create the ``kcp`` database once (tests create their own ``test_kcp`` next to it)."""
+        env = dict(os.environ, PGPASSWORD=self.password())
+        common = ["-h", self.host, "-p", str(self.port), "-U", self.user]
+        exists = subprocess.run(
+            [
+                self._bin("psql"),
+                *common,
+                "-d",
+                "postgres",
+                "-tAc",
+                f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if exists.returncode != 0:
+            raise ServiceError(f"{self.name}: cannot query the server: {exists.stderr.strip()}")
+        if exists.stdout.strip() == "1":
+            return
+        made = subprocess.run(
+            [self._bin("createdb"), *common, self.database], env=env, capture_output=True, text=True, check=False
+        )
+        if made.returncode != 0:
+            raise ServiceError(f"{self.name}: createdb {self.database} failed: {made.stderr.strip()}")
+
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGINT) -> bool:
+        """Fast shutdown (SIGINT to the postmaster, which ends its own backends); SIGKILL after ``timeout``."""
+        stopped = stop_recorded(self.pid_file, timeout, sig, group=False)
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                self.process.wait(timeout=1)
+            self.process = None
+        return stopped
+
+
+def missing_debian_packages(postgres: bool = False) -> list[str]:
+    """Debian packages the stack needs that this machine lacks (``postgresql`` only when asked)."""
     missing = []
+    if postgres and postgres_bin_dir() is None:
+        missing.append("postgresql")
     try:
         zookeeper_classpath()
     except ServiceError:
@@ -469,11 +698,16 @@ def install_debian_packages(packages: Sequence[str]) -> None:
 
 @dataclass(kw_only=True)
 class ServiceSet:
-    """The services of one environment (dev stack, a test session, a benchmark)."""
+    """The services of one environment (dev stack, a test session, a benchmark).
+
+    ZooKeeper and Redis always, the warm Spark Connect server when ``spark_port`` is set (the dev
+    stack); PostgreSQL on demand (``up(postgres=True)``): SQLite stays the
+    dashboard's embedded default, PostgreSQL is what CI runs the Django tests on."""
 
     base_dir: Path
     zk_port: int
     redis_port: int
+    pg_port: int = DEFAULT_PG_PORT
     host: str = "127.0.0.1"
     zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
     spark_port: int = 0  # a Spark Connect server too when non-zero (the dev stack; tests start their own)
@@ -498,22 +732,32 @@ class ServiceSet:
             driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
         )
 
-    def up(self) -> None:
-        self.zookeeper.start()
-        self.redis.start()
-        if self.spark is not None:
-            self.spark.start(timeout=120.0)  # a cold JVM on a busy 2-core machine takes 15-40 s
+    def postgres(self) -> PostgresServer:
+        return PostgresServer(host=self.host, port=self.pg_port, base_dir=self.base_dir)
+
+    def up(self, *, postgres: bool = False, core: bool = True) -> None:
+        if core:
+            self.zookeeper.start()
+            self.redis.start()
+            if self.spark is not None:
+                self.spark.start(timeout=120.0)  # a cold JVM on a busy 2-core machine takes 15-40 s
+        if postgres:
+            self.postgres.start()
 
     def down(self) -> None:
         if self.spark is not None:
             self.spark.stop()
+        self.postgres.stop()  # only when this set started it (its pid file names a live process of ours)
         self.redis.stop()
         self.zookeeper.stop()
 
     def status(self) -> list[str]:
-        return [self.zookeeper.status_line(), self.redis.status_line()] + (
-            [self.spark.status_line()] if self.spark is not None else []
-        )
+        lines = [self.zookeeper.status_line(), self.redis.status_line()]
+        if self.spark is not None:
+            lines.append(self.spark.status_line())
+        if self.postgres.data_dir.exists():
+            lines.append(self.postgres.status_line())
+        return lines
 
 
 def default_service_set() -> ServiceSet:
@@ -522,6 +766,7 @@ def default_service_set() -> ServiceSet:
         zk_port=int(os.environ.get("ZK_PORT", DEFAULT_ZK_PORT)),
         redis_port=int(os.environ.get("REDIS_PORT", DEFAULT_REDIS_PORT)),
         spark_port=int(os.environ.get("SPARK_CONNECT_PORT", DEFAULT_SPARK_CONNECT_PORT)),
+        pg_port=int(os.environ.get("PG_PORT", DEFAULT_PG_PORT)),
     )
 
 
@@ -536,22 +781,37 @@ def temporary_services(base_dir: Path, zk_heap_mb: int = 512) -> Iterator[Servic
         services.down()
 
 
+SERVICE_NAMES = ("zookeeper", "redis", "postgresql")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/services",
-        description="Private ZooKeeper and Redis on loopback ports, data and logs under var/services.",
+        description="Private ZooKeeper, Redis, the analytics' Spark Connect server (and on demand PostgreSQL)"
+        " on loopback ports, data under var/services.",
     )
     parser.add_argument("action", choices=["up", "down", "status", "env"])
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="up/env: which of zookeeper, redis, postgresql (default: zookeeper redis; postgresql only when named)",
+    )
     parser.add_argument("--no-install", action="store_true", help="fail instead of installing packages")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(SERVICE_NAMES))
+    if unknown:
+        parser.error(f"unknown service {', '.join(unknown)} (choose from {', '.join(SERVICE_NAMES)})")
+    names = set(args.names or ("zookeeper", "redis"))
+    core = bool(names & {"zookeeper", "redis"})
     services = default_service_set()
     try:
         if args.action == "up":
-            missing = missing_debian_packages()
+            missing = missing_debian_packages(postgres="postgresql" in names)
             if missing and args.no_install:
                 raise ServiceError("missing: " + ", ".join(missing))
             install_debian_packages(missing)
-            services.up()
+            services.up(postgres="postgresql" in names, core=core)
             print("\n".join(services.status()))
         elif args.action == "down":
             services.down()
@@ -561,10 +821,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark_ok = services.spark is None or services.spark.running()
             return 0 if services.zookeeper.running() and services.redis.running() and spark_ok else 3
         else:  # env: lines a shell can eval
-            print(f"export ZOOKEEPER_CONNECT={services.zookeeper.connect_string}")
-            print(f"export REDIS_URL={services.redis.url}")
-            if services.spark is not None:
-                print(f"export SPARK_REMOTE={services.spark.remote}")
+            if core:
+                print(f"export ZOOKEEPER_CONNECT={services.zookeeper.connect_string}")
+                print(f"export REDIS_URL={services.redis.url}")
+                if services.spark is not None:
+                    print(f"export SPARK_REMOTE={services.spark.remote}")
+            if "postgresql" in names:
+                if not services.postgres.running():
+                    raise ServiceError("postgresql is not running: `scripts/services up postgresql`")
+                print(f"export DATABASE_URL={services.postgres.url}")
     except (ServiceError, subprocess.CalledProcessError) as exc:
         print(f"services: {exc}", file=sys.stderr)
         return 1

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
-from scripts.devservices import REPO_ROOT, ServiceError, default_service_set
+from scripts.devservices import REPO_ROOT, ServiceError, ServiceSet, default_service_set
 
 PYTHON = sys.executable
 _COLOURS = ("36", "35", "33", "32", "34", "31", "96", "95")
@@ -72,10 +72,18 @@ def _pump(name: str, colour: str, stream: IO[bytes] | None, lock: threading.Lock
             print(prefix + line, flush=True)
 
 
+class StepFailed(RuntimeError):
+    """A set-up step (migrations, the admin user, the cluster record) failed; the message holds its output."""
+
+
 def _manage(*args: str, env: dict[str, str]) -> str:
+    """Run one set-up command; on failure raise ``StepFailed`` with everything it printed."""
     result = subprocess.run(
-        [PYTHON, "manage.py", *args], env=env, cwd=REPO_ROOT, check=True, capture_output=True, text=True
+        [PYTHON, "manage.py", *args], env=env, cwd=REPO_ROOT, check=False, capture_output=True, text=True
     )
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip() or "(no output)"
+        raise StepFailed(f"`manage.py {' '.join(args)}` failed with exit code {result.returncode}:\n{output}")
     return result.stdout
 
 
@@ -156,11 +164,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     services = default_service_set()
     already_up = services.zookeeper.running() and services.redis.running()
     already_up = already_up and (services.spark is None or services.spark.running())
+    children: list[Child] = []
+    exit_code = 0
     try:
-        services.up()
+        exit_code = _run(args, services, children)
     except ServiceError as exc:
-        print(f"stack: cannot start services: {exc}", file=sys.stderr)
-        return 1
+        print(f"stack: cannot start services: {exc}", file=sys.stderr, flush=True)
+        exit_code = 1
+    except StepFailed as exc:
+        print(f"stack: {exc}", file=sys.stderr, flush=True)
+        exit_code = 1
+    except KeyboardInterrupt:
+        exit_code = 130
+    finally:
+        # Whatever happened, stop what this run started (and only that): its children, and the
+        # services unless they were up before it (``scripts/services up``).
+        print("stack: stopping ...", flush=True)
+        for child in reversed(children):
+            child.stop()
+        if not already_up:
+            services.down()
+        print("stack: stopped", flush=True)
+    time.sleep(0.1)
+    return exit_code
+
+
+def _run(args: argparse.Namespace, services: ServiceSet, children: list[Child]) -> int:
+    """Start the services, run the set-up steps, then the children until one exits or we are told to stop."""
+    services.up()
     env = dict(os.environ)
     env.setdefault("ZOOKEEPER_CONNECT", f"{services.zookeeper.connect_string}/kafka")
     env.setdefault("REDIS_URL", services.redis.url)
@@ -177,7 +208,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     lock = threading.Lock()
-    children = build_children(args, env)
     stopping = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -185,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    for i, child in enumerate(children):
+    for i, child in enumerate(build_children(args, env)):
+        children.append(child)
         child.start(_COLOURS[i % len(_COLOURS)], lock)
 
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}/"
@@ -221,14 +252,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stopping.set()
                 break
         stopping.wait(0.5)
-
-    print("stack: stopping ...", flush=True)
-    for child in reversed(children):
-        child.stop()
-    if not already_up:
-        services.down()
-    print("stack: stopped", flush=True)
-    time.sleep(0.1)
     return exit_code
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
+from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.models import Action
 from dashboard.actions.zk import cluster_store
 from dashboard.clusters.models import Cluster
@@ -126,22 +127,24 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
     if outcome.error:
         reject(user, cluster.name, params, reason[:MAX_REASON], outcome.error, key)
         return outcome
-    action = Action.objects.create(
-        user=user,
-        username=user.get_username(),
-        cluster=cluster.name,
-        kind=Action.Kind.PREFERRED_ELECTION,
-        parameters=scope.as_dict(),
-        reason=reason,
-        preview=plan.as_dict(),
-        status=Action.Status.QUEUED,
-        idempotency_key=key,
-    )
-    earlier = replay_of(user, key)
-    if earlier is not None and earlier.pk != action.pk:  # a concurrent duplicate won the race
-        Action.objects.filter(pk=action.pk).update(
-            status=Action.Status.REJECTED, error=f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
+    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
+        action = Action.objects.create(
+            user=user,
+            username=user.get_username(),
+            cluster=cluster.name,
+            kind=Action.Kind.PREFERRED_ELECTION,
+            parameters=scope.as_dict(),
+            reason=reason,
+            preview=plan.as_dict(),
+            status=Action.Status.QUEUED,
+            idempotency_key=key,
         )
+        earlier = replay_of(user, key)
+        if earlier is not None and earlier.pk != action.pk:  # a concurrent duplicate won the race
+            Action.objects.filter(pk=action.pk).update(
+                status=Action.Status.REJECTED, error=f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
+            )
+    if earlier is not None and earlier.pk != action.pk:
         return Outcome(200, action=earlier, replayed=True, params=params)
     _queue(action)
     action.refresh_from_db()

@@ -88,6 +88,34 @@ class Action(models.Model):
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         raise PermissionError("audit records are append-only")
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Store what a client sent even when it holds NUL characters (PostgreSQL refuses them).
+
+        An audit row records bad input verbatim (``partition=\\x00...`` is what a fuzzer sends); text
+        and ``jsonb`` columns on PostgreSQL cannot hold U+0000, so saving it raised a DataError and
+        the request got a 500 instead of its clear refusal. NUL becomes U+FFFD (the replacement
+        character) in every text and JSON field; SQLite stores the same, so both databases agree.
+        """
+        for name in _TEXT_FIELDS:
+            setattr(self, name, without_nul(getattr(self, name)))
+        super().save(*args, **kwargs)
+
+
+_TEXT_FIELDS: tuple[str, ...] = (
+    "username", "cluster", "parameters", "reason", "preview", "outcome", "error", "idempotency_key", "deliveries",
+)  # fmt: skip
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL character in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
+
 
 class StateChange(models.Model):
     """One record of a controller's state-change stream (docs/contracts.md), ingested idempotently.

@@ -37,6 +37,7 @@ from controller_core.reassign_plan import (
 )
 from controller_core.zk.store import ZkStore
 from dashboard.actions import reassign_progress
+from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import (
     agent_replicas,
@@ -300,22 +301,23 @@ def submit(
     except Exception as exc:  # sizes are informative; their absence must not block the action
         logger.warning("reassignment preview sizes on %s: %s", cluster.name, exc)
         preview["data_to_copy"] = {"known": False, "messages": None, "bytes": None}
-    action = Action.objects.create(
-        user=user if getattr(user, "is_authenticated", False) else None,
-        username=user.get_username(),
-        cluster=cluster.name,
-        kind=Action.Kind.REASSIGNMENT,
-        parameters={
-            "partitions": partitions,
-            "replace": replace,
-            "replacing": checked.validation.as_dict()["replacing"],
-        },
-        reason=reason,
-        preview=preview,
-        status=Action.Status.QUEUED,
-        idempotency_key=key,
-    )
-    first = _first_wins(user, key, action)
+    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
+        action = Action.objects.create(
+            user=user if getattr(user, "is_authenticated", False) else None,
+            username=user.get_username(),
+            cluster=cluster.name,
+            kind=Action.Kind.REASSIGNMENT,
+            parameters={
+                "partitions": partitions,
+                "replace": replace,
+                "replacing": checked.validation.as_dict()["replacing"],
+            },
+            reason=reason,
+            preview=preview,
+            status=Action.Status.QUEUED,
+            idempotency_key=key,
+        )
+        first = _first_wins(user, key, action)
     if first is not None:
         return Submitted(first, False, [first.error] if first.error else [])
     _send(action, EXECUTE_TASK)
@@ -373,17 +375,18 @@ def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key:
             user, cluster.name, Action.Kind.REASSIGNMENT_CANCEL, params, reason, "; ".join(errors), key
         )
         return Submitted(action, True, errors)
-    action = Action.objects.create(
-        user=user,
-        username=user.get_username(),
-        cluster=cluster.name,
-        kind=Action.Kind.REASSIGNMENT_CANCEL,
-        parameters={**params, "partitions": target.parameters.get("partitions", [])},
-        reason=reason,
-        status=Action.Status.QUEUED,
-        idempotency_key=key,
-    )
-    first = _first_wins(user, key, action)
+    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
+        action = Action.objects.create(
+            user=user,
+            username=user.get_username(),
+            cluster=cluster.name,
+            kind=Action.Kind.REASSIGNMENT_CANCEL,
+            parameters={**params, "partitions": target.parameters.get("partitions", [])},
+            reason=reason,
+            status=Action.Status.QUEUED,
+            idempotency_key=key,
+        )
+        first = _first_wins(user, key, action)
     if first is not None:
         return Submitted(first, False, [first.error] if first.error else [])
     _send(action, CANCEL_TASK)

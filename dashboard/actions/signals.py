@@ -34,12 +34,15 @@ def login_failed(
     from dashboard.actions.models import Action
 
     username = str((credentials or {}).get("username", ""))[:150]
+    # django-axes marks the request when this address is (or has just become) locked out; its backend
+    # refuses a locked-out address before any password is checked, and Django still sends this signal.
+    locked = bool(getattr(request, "axes_locked_out", False))
     Action.objects.create(
         username=username,
         kind=Action.Kind.LOGIN_FAILED,
         status=Action.Status.REJECTED,
-        parameters=_client(request),
-        error="wrong username or password",
+        parameters={**_client(request), "locked_out": locked},
+        error="too many failed logins from this address: locked out" if locked else "wrong username or password",
     )
 
 

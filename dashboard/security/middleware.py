@@ -7,10 +7,11 @@ Action requests are the unsafe methods (POST, PUT, PATCH, DELETE) under ``/actio
    unknown size is not accepted for actions);
 2. ``Content-Length`` over ``ACTION_MAX_BODY_BYTES`` -> 413 (Django's own
    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` still bounds every other form);
-3. no logged-in user -> 401 under ``/api/v1/`` (an API client cannot follow the login redirect);
-   pages keep ``LoginRequiredMiddleware``'s redirect to the login form, and the attempt is audited;
-4. more than ``ACTION_RATE_LIMIT`` requests in the window by the same user -> 429 with
-   ``Retry-After``.
+3. more than ``ACTION_RATE_LIMIT`` requests in the window by the same user, or for anonymous
+   requests by the same client address -> 429 with ``Retry-After`` (before the login check, so a
+   flood of anonymous POSTs is limited too and cannot fill the audit log unchecked);
+4. no logged-in user -> 401 under ``/api/v1/`` (an API client cannot follow the login redirect);
+   pages keep ``LoginRequiredMiddleware``'s redirect to the login form, and the attempt is audited.
 
 Every refusal is audited (``REQUEST_REJECTED``) and answered as JSON under ``/api/`` and as plain
 text elsewhere. Being a ``__call__`` check, it runs before every middleware's ``process_view``
@@ -89,13 +90,20 @@ class ActionRequestLimitsMiddleware:
         if length > self.max_body:
             message = f"request body of {length} bytes is over the {self.max_body}-byte limit for action requests"
             return self._refuse(request, 413, message, {"content_length": length, "limit": self.max_body})
+        refused = self._rate_limit(request)
+        if refused is not None:
+            return refused
         user = getattr(request, "user", None)
         if user is None or not getattr(user, "is_authenticated", False):
             message = "log in first: action requests need an authenticated session"
             if request.path.startswith("/api/"):
                 return self._refuse(request, 401, message, {})
             record_rejection(request, status=302, reason=message + " (redirected to the login page)")
-            return None  # LoginRequiredMiddleware redirects; the rate limit below counts by address
+            return None  # LoginRequiredMiddleware redirects to the login form
+        return None
+
+    def _rate_limit(self, request: HttpRequest) -> HttpResponse | None:
+        """Counted before the login check, so anonymous requests are limited too (by client address)."""
         if self.limiter is None:
             return None
         decision = self.limiter.hit(rate_key(request))

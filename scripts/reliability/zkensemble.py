@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.devservices import ZooKeeperServer, four_letter_word, free_port
+from scripts.pidfile import write_pid_file
 
 
 @dataclass(kw_only=True)
@@ -108,7 +109,7 @@ class ZkEnsemble:
                     cwd=s.base_dir,
                     start_new_session=True,
                 )
-            s.pid_file.write_text(f"{s.process.pid}\n")
+            write_pid_file(s.pid_file, s.process.pid)
         for s in self.servers:
             s.wait_ready(timeout)
 

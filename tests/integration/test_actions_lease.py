@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.backends.sqlite3.base import DatabaseWrapper as SqliteWrapper
+from django.db.models.signals import post_save
 from django.utils import timezone
 from kazoo.client import KazooClient
 
@@ -364,6 +365,49 @@ def test_two_elections_with_one_key_at_once_act_once(
     acted = next(a for a in answers if not a.replayed).action
     assert acted is not None and all(a.action is not None and a.action.pk == acted.pk for a in answers)
     assert sent == [("workers.actions.preferred_election", [acted.pk])]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ids_taken_in_one_order_and_committed_in_another_still_act_once(
+    cluster: Cluster, sent: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL hands out ids when the INSERT runs, not at commit (dashboard/actions/idempotency.py):
+    the first request takes the lower id but commits after the second has checked. Both used to act.
+    Each request runs in a transaction (as under ATOMIC_REQUESTS; without one the window is the
+    INSERT's own), and the first one's is held open until the second is done (or 3 s)."""
+    if not connection.features.has_select_for_update:
+        pytest.skip("SQLite serializes writers: ids are taken in commit order (the race needs PostgreSQL)")
+    otto = User.objects.create_user("otto")
+    data = {"scope": "imbalanced", "reason": "rebalance"}
+    first_created, second_done = threading.Event(), threading.Event()
+
+    def hold_first_commit(sender: Any, instance: Action, created: bool, **kwargs: Any) -> None:
+        if created and instance.idempotency_key == "slow-commit" and not first_created.is_set():
+            first_created.set()
+            second_done.wait(3)
+
+    def first() -> election_submit.Outcome:
+        with transaction.atomic():
+            return election_submit.submit(otto, cluster, data, "slow-commit")
+
+    def second() -> election_submit.Outcome:
+        assert first_created.wait(30)
+        try:
+            with transaction.atomic():
+                return election_submit.submit(otto, cluster, data, "slow-commit")
+        finally:
+            second_done.set()
+
+    post_save.connect(hold_first_commit, sender=Action, weak=False, dispatch_uid="hold-first-commit")
+    try:
+        answers = race(first, second)
+    finally:
+        post_save.disconnect(sender=Action, dispatch_uid="hold-first-commit")
+    acted = [a for a in answers if not a.replayed]
+    assert len(acted) == 1 and acted[0].action is not None
+    assert sent == [("workers.actions.preferred_election", [acted[0].action.pk])]
+    rows = list(Action.objects.filter(idempotency_key="slow-commit").order_by("id"))
+    assert [r.status for r in rows] == ["queued", "rejected"] and rows[0].pk == acted[0].action.pk
 
 
 # -- recovery: a holder that died with nothing left to redeliver its task -------------------------------

@@ -31,7 +31,7 @@ def manage(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str
 def pids(var_dir: Path) -> dict[int, int]:
     found = {}
     for pid_file in var_dir.glob("broker-*.pid"):
-        found[int(pid_file.stem.split("-")[1])] = int(pid_file.read_text())
+        found[int(pid_file.stem.split("-")[1])] = int(pid_file.read_text().split()[0])  # "PID START_TICKS"
     return found
 
 

@@ -107,6 +107,22 @@ def test_a_burst_over_the_rate_limit_is_429_with_retry_after(
     assert other.post(URL, {"scope": "imbalanced", "reason": "x"}).status_code == 403
 
 
+def test_anonymous_action_requests_are_limited_by_address(cluster: Cluster, zk: KazooClient, settings: Any) -> None:
+    """An anonymous POST is redirected to the login form, but only up to the limit: then 429, audited."""
+    settings.ACTION_RATE_LIMIT = "3/60"
+    anonymous = Client()
+    codes = [anonymous.post(URL, {"scope": "imbalanced"}, REMOTE_ADDR="203.0.113.9").status_code for _ in range(5)]
+    assert codes == [302, 302, 302, 429, 429]
+    api = anonymous.post("/api/v1/clusters/sec/elections/", {}, REMOTE_ADDR="203.0.113.9")
+    assert api.status_code == 429  # the same address's allowance, API or page
+    rows = rejected(429)
+    assert len(rows) == 3 and all(r.user_id is None and r.parameters["ip"] == "203.0.113.9" for r in rows)
+    # Another address, and a logged-in user, have their own allowance.
+    assert Client().post(URL, {"scope": "imbalanced"}, REMOTE_ADDR="203.0.113.10").status_code == 302
+    client, _ = _client("viewer")
+    assert client.post(URL, {"scope": "imbalanced", "reason": "x"}, REMOTE_ADDR="203.0.113.9").status_code == 403
+
+
 def test_without_redis_the_limit_still_holds_per_process(cluster: Cluster, settings: Any) -> None:
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     settings.ACTION_RATE_LIMIT = "2/60"

@@ -50,3 +50,20 @@ def test_env_int(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("X_NUM", "twelve")
     with pytest.raises(ValueError, match="X_NUM"):
         env_int("X_NUM", 3)
+
+
+def test_a_percent_encoded_socket_host_is_decoded() -> None:
+    db = parse_database_url("postgres://ops@%2Fvar%2Frun%2Fpostgresql/control", "/srv")
+    assert db["HOST"] == "/var/run/postgresql"
+    assert (db["NAME"], db["USER"], db["PORT"]) == ("control", "ops", "")
+
+
+def test_connections_are_not_kept_under_asgi_unless_asked() -> None:
+    """Django's docs: persistent connections leak under ASGI (each request's sync code has its own thread)."""
+    assert parse_database_url("postgres://ops@db/control", "/srv")["CONN_MAX_AGE"] == 0
+    kept = parse_database_url("postgres://ops@db/control", "/srv", conn_max_age=30)
+    assert (kept["CONN_MAX_AGE"], kept["CONN_HEALTH_CHECKS"]) == (30, True)
+
+
+def test_the_running_settings_keep_no_connection(settings: object) -> None:
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0  # type: ignore[attr-defined]

@@ -42,6 +42,13 @@ class AdminChanged(MirrorEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class StateChanged(MirrorEvent):
+    """A watched partition state znode changed (observed mode: see ``Mirror._watch_unresolved``)."""
+
+    tp: Any  # controller_core.model.TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
 class StreamRecords(MirrorEvent):
     """A batch read from the controller's state-change stream by follower run ``run``."""
 

@@ -45,6 +45,7 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
 from controller_core.zk.multiread import MultiReader
+from controller_core.zk.setwatches import set_node_watches
 from dashboard.clusters import layout
 from dashboard.live import groups, protocol
 from workers.mirror import zksource
@@ -56,6 +57,7 @@ from workers.mirror.events import (
     MirrorEvent,
     Resync,
     SessionStateChanged,
+    StateChanged,
     Stop,
     StreamRecords,
     TopicChanged,
@@ -79,7 +81,7 @@ class MirrorConfig:
     window_s: float = 0.15
     heartbeat_s: float = 1.0
     sweep_s: float | None = None  # None: 15 s observed, 60 s managed (the stream reports changes)
-    sweep_chunk: int = 5_000
+    sweep_chunk: int = 2_000
     refresh_chunk: int = 2_000
     gc_interval_s: float = 300.0
     # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
@@ -90,6 +92,9 @@ class MirrorConfig:
     # storm: the stream is already what the page shows, the read only confirms versions).
     confirm_delay_s: float = 5.0
     default_min_isr: int = 1
+    # Observed mode: at most this many partition state znodes watched at once (those seen without a
+    # live leader; see ``Mirror._watch_unresolved``).
+    state_watch_limit: int = 200_000
     replay_max: int = 500_000
     interest_refresh_s: float = 2.0
 
@@ -170,6 +175,12 @@ class Mirror:
         self._next_gc = 0.0
         self._watched: set[str] = set()
         self._watched_at = 0.0
+        # Observed mode: partitions whose state znode carries our one-shot watch right now, and
+        # those whose watch fired: read before any other queued read (they are known to have changed,
+        # while a broker change's follow-up reads of 10,000 partitions mostly confirm).
+        self._state_watches: set[TopicPartition] = set()
+        self._changed_reads: dict[TopicPartition, None] = {}
+        self._watch_queue: dict[TopicPartition, None] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -213,7 +224,7 @@ class Mirror:
             timeout = min(timeout, self._first_change_at + self.config.window_s - now)
         if self._timers:
             timeout = min(timeout, self._timers[0][0] - now)
-        if self._sweep or self._pending_reads or self._refresh_queue:
+        if self._sweep or self._pending_reads or self._refresh_queue or self._changed_reads or self._watch_queue:
             timeout = 0.0
         try:
             event: MirrorEvent | None = self.events.get(timeout=max(timeout, 0.0))
@@ -287,6 +298,9 @@ class Mirror:
                 self._load_topics([topic])
             case AdminChanged():
                 self._load_admin()
+            case StateChanged(tp=tp):
+                self._state_watches.discard(tp)
+                self._changed_reads[tp] = None
             case StreamRecords():
                 self._apply_stream(event)
 
@@ -326,6 +340,11 @@ class Mirror:
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
             partitions = [_tp(m) for m in affected]
+            # Watch the ones left without a live leader soon, before the queued reads get to them
+            # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
+            # of them is then read first, whenever it comes. A chunk per loop turn, after the
+            # re-derivation that shows the failover (arming 20,000 watches takes a second or more).
+            self._watch_queue.update(dict.fromkeys(partitions))
             self._reread(partitions)
             self._schedule_followups(partitions)
         else:
@@ -418,7 +437,55 @@ class Mirror:
         rows = self.state.partitions
         live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
         if live:
+            since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
             self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
+            if self.config.mode == OBSERVED:
+                self._watch_unresolved(live, since)
+
+    def _watch_unresolved(self, partitions: list[TopicPartition], since: int) -> None:
+        """Watch the state znodes of ``partitions`` that have no live leader.
+
+        Why: an observed cluster has no stream, and partition state znodes are not watched in
+        general (zksource's docstring: a million watches). So a leader written minutes after the
+        broker change (the broker coming back, an unclean election, a slow controller) was seen only
+        by the periodic sweep, up to 15 s later. The partitions without a live leader are the ones
+        whose next write matters, and they are bounded by the incident (``state_watch_limit``), not
+        by the cluster: each gets one one-shot data watch until its znode changes, then is read
+        again (``StateChanged``). The watches go out in SetWatches requests
+        (``controller_core.zk.setwatches``: thousands per request; one ``exists`` call per znode
+        cost kazoo a socket write each, 0.3 ms of this loop per partition), relative to ``since``, a
+        zxid the session had seen before the rows were read: a znode written after that fires at
+        once. (Relative to the rows' own versions instead, nearly every watch fired at once: the
+        oldest version of a batch is older than most znodes in it.)
+        """
+        rows, brokers = self.state.partitions, self.state.live
+        room = self.config.state_watch_limit - len(self._state_watches)
+        existing: list[tuple[str, Callable[[Any], None]]] = []
+        absent: list[tuple[str, Callable[[Any], None]]] = []
+        for tp in partitions:
+            if room <= 0:
+                break
+            row = rows.get(layout.member(tp.topic, tp.partition))
+            if row is None or (row.leader >= 0 and row.leader in brokers):
+                # Led again: no longer wanted (a watch still armed for it costs one extra read).
+                self._state_watches.discard(tp)
+                continue
+            if tp in self._state_watches:
+                continue
+            self._state_watches.add(tp)
+            room -= 1
+            path = paths.partition_state_path(tp)
+            if row.mzxid >= 0:
+                existing.append((path, self._on_state_watch))
+            else:
+                absent.append((path, self._on_state_watch))
+        if existing or absent:
+            set_node_watches(self.zk, since, existing, absent)
+
+    def _on_state_watch(self, event: WatchedEvent) -> None:
+        tp = paths.parse_partition_state_path(event.path or "")
+        if tp is not None:
+            self.events.put(StateChanged(tp))
 
     def _known_mzxid(self, tp: TopicPartition) -> int:
         row = self.state.partitions.get(layout.member(tp.topic, tp.partition))
@@ -441,7 +508,16 @@ class Mirror:
                 action()
 
     def _sweep_some(self) -> None:
-        """One chunk of background work: re-derivations, then queued re-reads, then the sweep."""
+        """One chunk of background work: watched partitions that changed, re-derivations, watches to
+        arm (observed mode), then queued re-reads, then the sweep."""
+        if self._changed_reads:
+            changed = self._changed_reads
+            chunk = list(itertools.islice(changed, self.config.sweep_chunk))
+            for tp in chunk:
+                del changed[tp]
+                self._pending_reads.pop(tp, None)
+            self._read_now(chunk)
+            return
         if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
             # In a managed cluster the controller's records come first: they carry what the page
             # is waiting for, and each one makes a queued refresh of its row unnecessary.
@@ -450,6 +526,14 @@ class Mirror:
             for m in members:
                 del queue_[m]
             self.state.refresh(members)
+            return
+        if self._watch_queue:
+            watch_queue = self._watch_queue
+            partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
+            for tp in partitions:
+                del watch_queue[tp]
+            # Relative to now: what changed before is covered by the broker change's queued re-read.
+            self._watch_unresolved(partitions, self.zk.last_zxid)
             return
         if self._pending_reads:
             pending = self._pending_reads
@@ -477,6 +561,9 @@ class Mirror:
         self._pending_reads.clear()
         self._refresh_queue.clear()
         self._confirm.clear()
+        self._state_watches.clear()  # watches still set only cause a harmless extra read
+        self._changed_reads.clear()
+        self._watch_queue.clear()
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state

@@ -413,14 +413,18 @@ class MirrorState:
         for led in self.partitions.values():
             if led.leader in changed:
                 members.add(led.member)
-        return [
-            m
-            for m in members
-            if (row := self.partitions.get(m)) is not None
+        leaders: list[str] = []
+        followers: list[str] = []
+        for m in members:
+            row = self.partitions.get(m)
             # A row whose states the controller reported only depends on broker liveness through
             # its leader; skipping the others keeps a broker death O(partitions it leads).
-            and (row.derived or row.replica_derived or row.leader in changed)
-        ]
+            if row is None or not (row.derived or row.replica_derived or row.leader in changed):
+                continue
+            (leaders if row.leader in changed else followers).append(m)
+        # Rows that lost (or regained) their leader first: when the caller re-derives a chunk at a
+        # time, the page shows the partitions going offline before the replicas going out of sync.
+        return leaders + followers
 
     def refresh(self, members: Iterable[str]) -> None:
         """Re-derive and recount rows after the broker set changed (see ``set_brokers``)."""

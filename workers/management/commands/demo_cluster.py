@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -47,28 +46,10 @@ from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 from dashboard.actions.zk import zk_security
 from scripts.devservices import free_port
+from scripts.pidfile import pid_alive, recorded_pid, signal_recorded, write_pid_file
 
 DEFAULT_TOPICS = "demo-a:12:3,demo-b:6:3"
 READY_TIMEOUT_S = 60.0
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie child is reaped and counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 @dataclass(frozen=True)
@@ -140,11 +121,8 @@ class DemoCluster:
         self.spec_file(spec.id).write_text(json.dumps(body, indent=2))
 
     def pid(self, broker_id: int) -> int | None:
-        try:
-            pid = int(self.pid_file(broker_id).read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if pid_alive(pid) else None
+        """The broker's pid while that very process runs (pid and start time match: scripts/pidfile.py)."""
+        return recorded_pid(self.pid_file(broker_id))
 
     # -- processes ---------------------------------------------------------------------------------
 
@@ -160,7 +138,7 @@ class DemoCluster:
                 cwd=settings.BASE_DIR,
                 start_new_session=True,
             )
-        self.pid_file(spec.id).write_text(f"{process.pid}\n")
+        write_pid_file(self.pid_file(spec.id), process.pid)
         return process
 
     def wait_ready(self, broker_id: int, pid: int, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
@@ -178,10 +156,9 @@ class DemoCluster:
         )
 
     def signal(self, broker_id: int, sig: signal.Signals) -> int:
-        pid = self.pid(broker_id)
+        pid = signal_recorded(self.pid_file(broker_id), sig)
         if pid is None:
             raise CommandError(f"broker {broker_id} is not running")
-        os.kill(pid, sig)
         return pid
 
     def wait_exit(self, pid: int, timeout: float) -> bool:
@@ -450,15 +427,13 @@ class Command(BaseCommand):
         running = {b: p for b, p in pids.items() if p is not None}
         if running:
             self.stdout.write(f"stopping brokers {sorted(running)} (controlled shutdown)")
-        for pid in running.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        for broker_id in running:
+            signal_recorded(demo.pid_file(broker_id), signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for broker_id, pid in running.items():
             if not demo.wait_exit(pid, max(0.0, deadline - time.monotonic())):
                 self.stdout.write(f"broker {broker_id} did not stop in time: killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                signal_recorded(demo.pid_file(broker_id), signal.SIGKILL)
                 demo.wait_exit(pid, 5.0)
         for spec in specs:
             demo.pid_file(spec.id).unlink(missing_ok=True)

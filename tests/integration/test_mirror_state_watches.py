@@ -1,0 +1,80 @@
+"""Observed mode: a partition without a live leader is watched, so its next leader shows at once.
+
+Without the watch, a leader written after the broker change's follow-up reads (0.3 - 5 s) was seen
+only by the periodic sweep (15 s by default; an hour here, so only the watch can explain it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from kazoo.client import KazooClient
+
+from controller_core.model import TopicPartition
+from dashboard.clusters import layout
+from tests.integration.mirror_helpers import CLUSTER, counts, small_cluster
+from tests.support.zk import wait_for
+from workers.mirror.mirror import Mirror, MirrorConfig
+from workers.mirror.publish import RecordingPublisher
+from workers.mirror.testing import KafkaLayoutWriter
+
+
+@pytest.fixture
+def rds(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def mirror(zk_chroot: str, rds: redis.Redis, zk: KazooClient) -> Iterator[tuple[Mirror, KafkaLayoutWriter]]:
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", window_s=0.1, heartbeat_s=0.3, sweep_s=3600, followups=(0.3,))
+    running = Mirror(config, client, rds, RecordingPublisher())
+    running.start()
+    assert running.ready.wait(15)
+    try:
+        yield running, cluster
+    finally:
+        running.stop()
+        client.stop()
+        client.close()
+
+
+def leader(rds: redis.Redis, partition: int) -> int:
+    raw = rds.hget(layout.partitions_key(CLUSTER), f"orders/{partition:06d}") or b""
+    return layout.decode_row(f"orders/{partition:06d}", raw).leader
+
+
+def test_a_late_leader_of_an_offline_partition_shows_without_the_sweep(
+    mirror: tuple[Mirror, KafkaLayoutWriter], rds: redis.Redis
+) -> None:
+    running, cluster = mirror
+    cluster.deregister_broker(1)
+    # orders-0: broker 1 was its only ISR member; orders-3 moves to broker 3 at once.
+    cluster.write_states({TopicPartition("orders", 0): (-1, 1, [1]), TopicPartition("orders", 3): (3, 1, [3])}, 3)
+    wait_for(lambda: counts(rds).get("p:OfflinePartition") == 1, what="orders-0 offline")
+    time.sleep(1.0)  # past every follow-up read
+    cluster.write_states({TopicPartition("orders", 0): (2, 2, [2])}, 3)  # an unclean election, much later
+    started = time.monotonic()
+    wait_for(lambda: leader(rds, 0) == 2, timeout=5.0, what="orders-0's new leader in the snapshot")
+    assert time.monotonic() - started < 2.0
+    assert counts(rds).get("p:OfflinePartition", 0) == 0
+    assert running._state_watches == set()  # the fired watch is forgotten
+
+
+def test_partitions_with_a_live_leader_are_not_watched(
+    mirror: tuple[Mirror, KafkaLayoutWriter], rds: redis.Redis
+) -> None:
+    running, cluster = mirror
+    cluster.deregister_broker(3)
+    # The controller moves leadership of orders-2 to broker 1 at once: nothing left to watch.
+    cluster.write_states({TopicPartition("orders", 2): (1, 1, [1])}, 3)
+    wait_for(lambda: leader(rds, 2) == 1, what="orders-2 led by broker 1")
+    time.sleep(0.5)
+    assert running._state_watches == set()
