@@ -732,6 +732,7 @@ class ServiceSet:
             driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
         )
 
+    @property
     def postgres(self) -> PostgresServer:
         return PostgresServer(host=self.host, port=self.pg_port, base_dir=self.base_dir)
 
