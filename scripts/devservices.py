@@ -225,7 +225,7 @@ class ManagedProcess:
         pid = self.recorded_pid()
         state = "running" if pid and self.ready() else ("starting/unhealthy" if pid else "stopped")
         return (
-            f"{self.name:<10} {state:<18} {self.host}:{self.port}"
+            f"{self.name:<13} {state:<18} {self.host}:{self.port}"
             + (f"  pid {pid}" if pid else "")
             + (f"  log {self.log_file}")
         )
