@@ -30,12 +30,12 @@ def small_cluster(zk: KazooClient) -> KafkaLayoutWriter:
 
 
 def start_mirror(
-    zk_chroot: str, rds: redis.Redis, mode: str = "observed"
+    zk_chroot: str, rds: redis.Redis, mode: str = "observed", heartbeat_s: float = 0.3
 ) -> tuple[Mirror, RecordingPublisher, KazooClient]:
     client = KazooClient(hosts=zk_chroot, timeout=10.0)
     client.start(timeout=15)
     publisher = RecordingPublisher()
-    mirror = Mirror(MirrorConfig(CLUSTER, mode=mode, window_s=0.1, heartbeat_s=0.3), client, rds, publisher)
+    mirror = Mirror(MirrorConfig(CLUSTER, mode=mode, window_s=0.1, heartbeat_s=heartbeat_s), client, rds, publisher)
     mirror.start()
     assert mirror.ready.wait(15), "the mirror never finished its first sync"
     return mirror, publisher, client

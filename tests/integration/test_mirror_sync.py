@@ -62,6 +62,24 @@ def test_it_writes_a_full_snapshot_from_zookeeper(running: tuple[Mirror, Recordi
     ]
 
 
+def test_a_new_controller_is_stored_with_the_flush_that_carries_it(
+    zk_chroot: str, rds: redis.Redis, cluster: KafkaLayoutWriter
+) -> None:
+    # No heartbeat after the first: only the flush can store the new controller. A page that reads the
+    # snapshot after the flush's seq must see the controller that seq carries, or it never will.
+    mirror, _publisher, client = start_mirror(zk_chroot, rds, heartbeat_s=3600.0)
+    try:
+        start_seq = int(meta(rds)["seq"])
+        assert (meta(rds)["controller_id"], meta(rds)["controller_epoch"]) == ("1", "3")
+        cluster.elect_controller(2, 4)
+        wait_for(lambda: int(meta(rds)["seq"]) > start_seq, what="a flush after the election")
+        wait_for(lambda: meta(rds)["controller_epoch"] == "4", timeout=2, what="epoch 4 stored")
+        m = meta(rds)
+        assert (m["controller_id"], m["controller_epoch"]) == ("2", "4")
+    finally:
+        stop_mirror(mirror, client)
+
+
 def test_a_broker_death_shows_as_offline_partitions_and_replicas(
     running: tuple[Mirror, RecordingPublisher], rds: redis.Redis, cluster: KafkaLayoutWriter
 ) -> None:

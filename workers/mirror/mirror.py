@@ -670,9 +670,13 @@ class Mirror:
                 # empty snapshot. Rebuild the whole thing instead.
                 self._request_resync("Redis lost the snapshot")
                 return
-            self.writer.write_changes(
-                changes, {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)}, before_rows=publish
-            )
+            meta: dict[str, Any] = {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)}
+            if changes.controller is not None:
+                # In the same transaction as the seq that carries it: a page that reads the snapshot
+                # between this flush and the next heartbeat must not get the new seq with the old
+                # controller (it would never hear of the change again).
+                meta |= self._controller_meta()
+            self.writer.write_changes(changes, meta, before_rows=publish)
         except redis.RedisError as exc:
             # The snapshot in Redis now misses these changes: rebuild it once Redis answers again.
             self._request_resync(f"Redis write failed: {exc}")
@@ -715,12 +719,17 @@ class Mirror:
             "heartbeat_at": now_ms,
             "lag_ms": round(self.last_flush_lag_ms),
             "stream_lag_ms": round(self.stream_lag_ms),
-            "controller_id": "" if self.state.controller_id is None else self.state.controller_id,
-            "controller_epoch": "" if self.state.controller_epoch is None else self.state.controller_epoch,
+            **self._controller_meta(),
             "stream_id": self.stream_id,
             "resyncs": self.resyncs,
             "owner": self.owner,
             "resync_pending": int(self._need_resync),
+        }
+
+    def _controller_meta(self) -> dict[str, Any]:
+        return {
+            "controller_id": "" if self.state.controller_id is None else self.state.controller_id,
+            "controller_epoch": "" if self.state.controller_epoch is None else self.state.controller_epoch,
         }
 
     def status(self, now_ms: int) -> dict[str, Any]:
