@@ -241,15 +241,7 @@ class ZooKeeperServer(ManagedProcess):
 
     @property
     def data_dir(self) -> Path:
-        """``<services dir>/postgresql-data``; as root, when the server's user cannot reach the services
-        dir (a checkout under a 0700 home, pytest's tmp dirs), a directory of this services dir's own
-        under ``/var/tmp`` instead (named by a hash of its path, so each services dir keeps one)."""
-        inside = self.base_dir / f"{self.name}-data"
-        owner = unprivileged_user()
-        if owner is None or _searchable_by(self.base_dir, owner):
-            return inside
-        digest = hashlib.sha256(str(self.base_dir.resolve()).encode()).hexdigest()[:12]
-        return Path("/var/tmp") / f"kcp-{self.name}-{digest}"
+        return self.base_dir / f"{self.name}-data"
 
     @property
     def config_file(self) -> Path:
