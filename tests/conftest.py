@@ -119,3 +119,11 @@ def redis_url(redis_server: RedisServer) -> str:
     conn.flushdb()
     conn.close()
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def migrated_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database ``manage.py migrate`` wrote once for the session (tests/support/dashboard_db.py)."""
+    from tests.support.dashboard_db import migrate_template
+
+    return migrate_template(tmp_path_factory.mktemp("migrated-db"))
