@@ -28,14 +28,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "reliability: fault-injection scenarios with the history checker (tests/reliability)"
     )
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs together on one worker")
 
 
+def _xdist_group(path: Path) -> str | None:
+    """The pytest-xdist group of a test file whose tests share costly state, or None.
+
+    ``scripts/test`` runs ``--dist loadgroup``: every other test is scheduled on its own, in
+    collection order, so each worker keeps pytest-django's order (database tests before the
+    transactional ones, whose flush removes the role groups migrations create). A browser module
+    (its chromium) and the Spark tests (their session) stay whole on one worker instead.
+    """
+    if "e2e" in path.parts:
+        return f"e2e:{path.stem}"
+    if "analytics" in path.stem:
+        return "spark"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(str(item.fspath)).parts
+        path = Path(str(item.fspath))
         for folder, mark in _FOLDER_MARKS.items():
-            if folder in parts:
+            if folder in path.parts:
                 item.add_marker(getattr(pytest.mark, mark))
+        group = _xdist_group(path)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +63,9 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceSet]:
     """ZooKeeper and Redis for the whole test session."""
     if os.environ.get("TEST_REUSE_SERVICES") == "1":
         reused = default_service_set()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            # One Redis for every worker: their flushes and fixed database numbers would collide.
+            pytest.exit("TEST_REUSE_SERVICES=1 shares one Redis: run it without -n (pytest-xdist)", returncode=4)
         if not (reused.zookeeper.running() and reused.redis.running()):
             pytest.exit("TEST_REUSE_SERVICES=1 but `scripts/services up` is not running", returncode=4)
         yield reused
@@ -119,3 +142,11 @@ def redis_url(redis_server: RedisServer) -> str:
     conn.flushdb()
     conn.close()
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def migrated_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database ``manage.py migrate`` wrote once for the session (tests/support/dashboard_db.py)."""
+    from tests.support.dashboard_db import migrate_template
+
+    return migrate_template(tmp_path_factory.mktemp("migrated-db"))

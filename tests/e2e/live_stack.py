@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, free_port, port_open
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from workers.mirror.testing import KafkaLayoutWriter
 
@@ -83,14 +84,19 @@ def stack_env(tmp_path: Path, redis_url: str, zk_chroot: str) -> dict[str, str]:
 
 
 def prepare_dashboard(env: dict[str, str], zk_chroot: str) -> None:
-    """Migrate, register :data:`CLUSTER` (observed) and create the user ``alice``."""
-    manage(env, "migrate", "--noinput", "-v", "0")
-    manage(env, "ensure_cluster", "--name", CLUSTER, "--zookeeper", zk_chroot, "--mode", "observed")
+    """Register :data:`CLUSTER` (observed) and create the user ``alice``, in one ``manage.py`` process.
+
+    The database is already migrated (a copy of the session's template, tests/support/dashboard_db.py);
+    ``ensure_cluster`` runs as the real command, through ``call_command``.
+    """
     manage(
         env,
         "shell",
         "-c",
-        f"from django.contrib.auth.models import User; User.objects.create_user('alice', password='{PASSWORD}')",
+        "from django.core.management import call_command; "
+        "from django.contrib.auth.models import User; "
+        f"call_command('ensure_cluster', '--name', {CLUSTER!r}, '--zookeeper', {zk_chroot!r}, '--mode', 'observed'); "
+        f"User.objects.create_user('alice', password={PASSWORD!r})",
     )
 
 
@@ -120,13 +126,16 @@ def start_mirror(env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
 
 @contextmanager
 def running_stack(
-    zk_chroot: str, redis_url: str, tmp_path: Path, *, leader_epoch: int, stack_type: type[S]
+    zk_chroot: str, redis_url: str, tmp_path: Path, *, template: Path, leader_epoch: int, stack_type: type[S]
 ) -> Iterator[S]:
     """The seeded layout, the dashboard and its web and mirror processes, once daphne listens.
 
-    ``stack_type`` is :class:`Stack` or a subclass whose own fields have defaults. On exit the web
-    process is resumed if a test paused it, both processes (the stack's current mirror) terminated,
-    killed after 10 s, and the ZooKeeper client closed.
+    The dashboard's database is a copy of the session's migrated ``template`` (the
+    ``migrated_db_template`` fixture); daphne starts while the cluster and user are written, since
+    nothing reads the database before the first request. ``stack_type`` is :class:`Stack` or a
+    subclass whose own fields have defaults. On exit the web process is resumed if a test paused it,
+    both processes (the stack's current mirror) terminated, killed after 10 s, and the ZooKeeper
+    client closed.
     """
     zk = KazooClient(hosts=zk_chroot, timeout=10.0)
     zk.start(timeout=15)
@@ -134,20 +143,22 @@ def running_stack(
         writer = seed_layout(zk, leader_epoch)
         port = free_port()
         env = stack_env(tmp_path, redis_url, zk_chroot)
-        prepare_dashboard(env, zk_chroot)
+        install_migrated(template, env)
         logs = tmp_path / "logs"
         logs.mkdir()
         web = start_web(env, logs, port)
-        stack = stack_type(
-            url=f"http://127.0.0.1:{port}",
-            zk=zk,
-            writer=writer,
-            env=env,
-            web=web,
-            mirror=start_mirror(env, logs),
-            logs=logs,
-        )
+        stack: S | None = None
         try:
+            prepare_dashboard(env, zk_chroot)
+            stack = stack_type(
+                url=f"http://127.0.0.1:{port}",
+                zk=zk,
+                writer=writer,
+                env=env,
+                web=web,
+                mirror=start_mirror(env, logs),
+                logs=logs,
+            )
             deadline = time.monotonic() + 30
             while not port_open("127.0.0.1", port):
                 if time.monotonic() > deadline or web.poll() is not None:
@@ -157,7 +168,7 @@ def running_stack(
         finally:
             if web.poll() is None:
                 os.kill(web.pid, signal.SIGCONT)
-            terminate_all((web, stack.mirror))
+            terminate_all([web] if stack is None else [web, stack.mirror])  # the stack's current mirror
     finally:
         zk.stop()
         zk.close()

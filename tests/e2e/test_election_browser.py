@@ -24,10 +24,11 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, RedisServer, free_port, port_open
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.live_stack import PASSWORD
-from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 
@@ -77,7 +78,9 @@ def imbalanced(zk: KazooClient, zk_chroot: str, tmp_path: Path) -> Iterator[Kazo
 
 
 @pytest.fixture
-def web(imbalanced: KazooClient, zk_chroot: str, redis_server: RedisServer, tmp_path: Path) -> Iterator[Web]:
+def web(
+    imbalanced: KazooClient, zk_chroot: str, redis_server: RedisServer, tmp_path: Path, migrated_db_template: Path
+) -> Iterator[Web]:
     """daphne and a Celery worker (its own Redis database as the task queue) on one SQLite file."""
     base = redis_server.url.rsplit("/", 1)[0]
     port = free_port()
@@ -95,7 +98,7 @@ def web(imbalanced: KazooClient, zk_chroot: str, redis_server: RedisServer, tmp_
         "WORKER_ROLES": "",
         "PYTHONUNBUFFERED": "1",
     }
-    manage(env, "migrate", "--noinput", "-v", "0")
+    install_migrated(migrated_db_template, env)
     manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
     manage(
         env,

@@ -120,8 +120,10 @@ class PushStack(Stack):
 
 
 @pytest.fixture
-def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[PushStack]:
-    with running_stack(zk_chroot, redis_url, tmp_path, leader_epoch=SEED_EPOCH, stack_type=PushStack) as live:
+def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: Path) -> Iterator[PushStack]:
+    with running_stack(
+        zk_chroot, redis_url, tmp_path, template=migrated_db_template, leader_epoch=SEED_EPOCH, stack_type=PushStack
+    ) as live:
         yield live
 
 

@@ -17,43 +17,35 @@ import pytest
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT
+from tests.e2e.browser import CHROMIUM
 from tests.e2e.live_stack import PASSWORD, Stack, running_stack
 from tests.support.processes import manage, terminate_all
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
 
 
 @pytest.fixture
-def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
-    with running_stack(zk_chroot, redis_url, tmp_path, leader_epoch=0, stack_type=Stack) as live:
+def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: Path) -> Iterator[Stack]:
+    with running_stack(
+        zk_chroot, redis_url, tmp_path, template=migrated_db_template, leader_epoch=0, stack_type=Stack
+    ) as live:
         yield live
 
 
 @pytest.fixture
-def browser_page(stack: Stack) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+def browser_page(stack: Stack, browser: Any) -> Iterator[object]:
+    """A page of a fresh browser context (the module's chromium, tests/e2e/conftest.py), logged in as alice."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
         page.goto(stack.url + "/accounts/login/")
         page.fill("#id_username", "alice")
         page.fill("#id_password", PASSWORD)
         page.click("button[type=submit]")
         page.wait_for_url(stack.url + "/")
         yield page
-        browser.close()
+    finally:
+        context.close()
 
 
 def kill_broker_1(stack: Stack) -> None:

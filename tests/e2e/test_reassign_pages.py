@@ -24,10 +24,11 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, free_port, port_open
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.live_stack import PASSWORD
-from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 
@@ -59,7 +60,7 @@ def private_database(redis_url: str, db: int = 11) -> str:
 
 
 @pytest.fixture
-def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
+def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: Path) -> Iterator[Stack]:
     redis_url = private_database(redis_url)
     zk = KazooClient(hosts=zk_chroot, timeout=10.0)
     zk.start(timeout=15)
@@ -88,7 +89,7 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Stack]:
         ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [2, 1], 2: [1, 2]})
         wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 2))) is not None, what="states")
 
-        manage(env, "migrate", "--noinput", "-v", "0")
+        install_migrated(migrated_db_template, env)
         manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
         manage(
             env,

@@ -27,6 +27,7 @@ from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, Top
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT
 from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage
 
 TOPIC: Final = "orders"
@@ -117,9 +118,10 @@ def seeded_cluster(zk_chroot: str) -> Iterator[tuple[KazooClient, Candidates]]:
         zk.close()
 
 
-def queued_election(env: dict[str, str], zk_chroot: str, cluster: str) -> int:
-    """Migrate, register ``cluster`` (managed) and queue a preferred election of every partition; its pk."""
-    manage(env, "migrate", "--noinput", "-v", "0")
+def queued_election(env: dict[str, str], zk_chroot: str, cluster: str, template: Path) -> int:
+    """The migrated ``template`` as the database, ``cluster`` registered (managed) and a preferred election
+    of every partition queued; its pk."""
+    install_migrated(template, env)
     manage(env, "ensure_cluster", "--name", cluster, "--zookeeper", zk_chroot, "--mode", "managed")
     rows = [{"topic": TOPIC, "partition": p, "preferred": reps[0], "leader": reps[1]} for p, reps in ASSIGNMENT.items()]
     out = manage(

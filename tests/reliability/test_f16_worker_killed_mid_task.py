@@ -50,14 +50,19 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.parametrize("run", range(RUNS))
 def test_f16_worker_killed_mid_task_has_one_effect(
-    run: int, zk_chroot: str, redis_url: str, tmp_path: Path, record_property: Callable[[str, object], None]
+    run: int,
+    zk_chroot: str,
+    redis_url: str,
+    tmp_path: Path,
+    migrated_db_template: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     private_redis = fresh_redis_db(redis_url, 9 + run % 2)  # its own Celery queue, whatever else shares the server
     db = database(tmp_path)
     env = worker_env(tmp_path, private_redis, zk_chroot)
     log_path = tmp_path / "worker.log"
     with seeded_cluster(zk_chroot) as (zk, candidates):
-        pk = queued_election(env, zk_chroot, cluster="f16")
+        pk = queued_election(env, zk_chroot, cluster="f16", template=migrated_db_template)
         with running_worker(
             env, CELERY_WORKER, concurrency=1, name=f"f16-{run}-{os.getpid()}@%h", log=log_path
         ) as worker:

@@ -76,14 +76,19 @@ def _eventually(predicate: Callable[[], bool], timeout: float) -> bool:
 
 @pytest.mark.parametrize("run", range(RUNS))
 def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
-    run: int, zk_chroot: str, redis_url: str, tmp_path: Path, record_property: Callable[[str, object], None]
+    run: int,
+    zk_chroot: str,
+    redis_url: str,
+    tmp_path: Path,
+    migrated_db_template: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     private_redis = fresh_redis_db(redis_url, 11 + run % 2)  # its own Celery queue (F16 uses 9 and 10)
     db = database(tmp_path)
     env = worker_env(tmp_path, private_redis, zk_chroot)
     log_path = tmp_path / "worker.log"
     with seeded_cluster(zk_chroot) as (zk, candidates):
-        pk = queued_election(env, zk_chroot, cluster="f17")
+        pk = queued_election(env, zk_chroot, cluster="f17", template=migrated_db_template)
         worker_command = (sys.executable, "-c", WORKER, "worker")
         with running_worker(env, worker_command, concurrency=2, name=f"f17-{run}-{os.getpid()}@%h", log=log_path):
             send_election(env, pk, zk_chroot)
