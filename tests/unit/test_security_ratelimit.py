@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 import redis
 
+from dashboard.security.middleware import _pool
 from dashboard.security.ratelimit import Limit, RateLimiter, parse_limit
 
 
 def _down() -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    # The middleware's own client configuration, pointed at a port nobody listens on.
+    return redis.Redis(connection_pool=_pool("redis://127.0.0.1:1/0"))
 
 
 @pytest.mark.parametrize(("text", "limit"), [("30/60", Limit(30, 60)), ("5", Limit(5, 60)), ("0", None), ("", None)])
