@@ -33,8 +33,9 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from dashboard.clusters import hosting, layout
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_port, port_open
+from tests.e2e.browser import CHROMIUM
 from tests.e2e.live_stack import start_web
-from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS, text_becomes
+from tests.e2e.test_live_pages import text_becomes
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 from workers.mirror.testing import KafkaLayoutWriter
@@ -186,19 +187,17 @@ def stack(
 
 
 @pytest.fixture(scope="module")
-def page(stack: HostingStack) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto(stack.url + "/accounts/login/")
-        pg.fill("#id_username", "ada")
-        pg.fill("#id_password", PASSWORD)
-        pg.click("button[type=submit]")
-        pg.wait_for_url(stack.url + "/")
-        yield pg
-        browser.close()
+def page(stack: HostingStack, browser: Any) -> Iterator[Any]:
+    """One logged-in page for the module's tests (the module's chromium, tests/e2e/conftest.py)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.goto(stack.url + "/accounts/login/")
+    pg.fill("#id_username", "ada")
+    pg.fill("#id_password", PASSWORD)
+    pg.click("button[type=submit]")
+    pg.wait_for_url(stack.url + "/")
+    yield pg
+    context.close()
 
 
 def register(page: Any, stack: HostingStack, name: str, chroot: str, mode: str) -> None:
