@@ -46,8 +46,16 @@ def healthz(request: HttpRequest) -> JsonResponse:
             from dashboard.clusters.snapshot import get_redis
             from dashboard.clusters.views.hosting import hosting_detail
 
+            from dashboard.actions import roles
+
             try:
-                body["hosting"] = hosting_detail(get_redis())
+                detail = hosting_detail(get_redis())
             except redis.RedisError as exc:
                 body["hosting"] = {"error": f"Redis unavailable: {exc}"}
+            else:
+                if not roles.can_administer(request.user):
+                    # The worker list (hosts, pids, filters) is the admins' hosting page's, not a
+                    # viewer's or a monitoring token's: they get the per-cluster part and warnings.
+                    detail.pop("workers", None)
+                body["hosting"] = detail
     return JsonResponse(body, status=200 if healthy else 503)

@@ -100,6 +100,14 @@ def test_a_cluster_nobody_hosts_is_flagged_on_its_pages_the_hosting_page_healthz
     assert [(c["cluster"], c["mirror"]["holder"], len(c["warnings"])) for c in detail["clusters"]] == [
         ("alone", None, 2)
     ]
+    assert "workers" in detail  # admins see which worker runs where (hosts, pids)
+    viewer_user = User.objects.create_user("vic", password="pw-correct-horse")
+    viewer_user.groups.add(Group.objects.get_or_create(name=roles.VIEWER)[0])
+    viewer = Client()
+    viewer.force_login(viewer_user)
+    seen = viewer.get("/healthz?detail=1").json()["hosting"]
+    assert [c["cluster"] for c in seen["clusters"]] == ["alone"] and len(seen["warnings"]) == 2
+    assert "workers" not in seen  # the admins' hosting page's, not a viewer's
     assert "hosting" in Client().get("/healthz?detail=1").json()
     assert "error" in Client().get("/healthz?detail=1").json()["hosting"]
     metrics = admin.get("/clusters/alone/metrics").content.decode()
