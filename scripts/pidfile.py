@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -87,6 +88,26 @@ def recorded_pid(path: Path) -> int | None:
     return pid
 
 
+def _legacy_live_pid(path: Path) -> int | None:
+    """The pid of a file written before start times were recorded, when that pid still runs.
+
+    Such a file is never trusted to signal (the pid may have been reused), but it is kept, with a
+    warning, so that the one record of a server started by an older checkout is not thrown away."""
+    try:
+        parts = path.read_text().split()
+        pid = int(parts[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if len(parts) > 1 or not pid_alive(pid):
+        return None
+    print(
+        f"{path}: pid {pid} was recorded without its start time (an older checkout) and still runs;"
+        f" not signalled: stop it by hand if it is ours (kill {pid}), then remove {path}",
+        file=sys.stderr,
+    )
+    return pid
+
+
 def signal_recorded(path: Path, sig: int, *, group: bool = False) -> int | None:
     """Send ``sig`` to the process in ``path`` (its process group with ``group``) if it is still ours.
 
@@ -121,7 +142,8 @@ def stop_recorded(path: Path, timeout: float = 10.0, sig: int = signal.SIGTERM, 
     in which case nothing was signalled. Bounded: never waits on a process that is not ours."""
     pid = signal_recorded(path, sig, group=group)
     if pid is None:
-        path.unlink(missing_ok=True)
+        if _legacy_live_pid(path) is None:
+            path.unlink(missing_ok=True)
         return False
     if not wait_gone(path, pid, timeout):
         signal_recorded(path, signal.SIGKILL, group=group)
