@@ -350,9 +350,12 @@ def pyspark_home() -> Path:
     return Path(spec.origin).parent
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
 @dataclass(kw_only=True)
 class SparkConnectServer(ManagedProcess):
-    """A warm Spark Connect server (Spark's own ``sbin/start-connect-server.sh``) on a loopback port.
+    """A warm Spark Connect server (the class Spark's ``sbin/start-connect-server.sh`` submits) on a loopback port.
 
     The analytics worker is a Connect client (``SPARK_REMOTE=sc://host:port``), so no JVM runs in a
     Celery child and the JIT and the session stay warm between runs. ``master`` is ``local[*]`` by
@@ -389,8 +392,11 @@ class SparkConnectServer(ManagedProcess):
         args = ["--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in confs.items():
             args += ["--conf", f"{key}={value}"]
-        # --wait: run in the foreground (no daemon, no pid file of Spark's), so our pid file holds it.
-        return ["env", *env, "bash", str(home / "sbin" / "start-connect-server.sh"), "--wait", *args]
+        # What sbin/start-connect-server.sh submits, without its daemon script: that one runs the
+        # JVM as a child of a shell, so our pid file would hold the shell and a stop could leave the
+        # JVM behind on the port. spark-submit execs spark-class, which execs java: the pid is the JVM.
+        submit = [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS, "--name", "Spark Connect server"]
+        return ["env", *env, *submit, *args]
 
     def ready(self) -> bool:
         return port_open(self.host, self.port, timeout=1.0)
