@@ -162,8 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     services = default_service_set()
-    already_up = services.zookeeper.running() and services.redis.running()
-    already_up = already_up and (services.spark is None or services.spark.running())
+    # Stop on the way out only what this run starts: a service already running (``scripts/services
+    # up``) is left as it was, and PostgreSQL, which the stack never starts, is never stopped.
+    ours = [s for s in (services.zookeeper, services.redis, services.spark) if s is not None and not s.running()]
     children: list[Child] = []
     exit_code = 0
     try:
@@ -182,8 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("stack: stopping ...", flush=True)
         for child in reversed(children):
             child.stop()
-        if not already_up:
-            services.down()
+        for service in reversed(ours):
+            service.stop()
         print("stack: stopped", flush=True)
     time.sleep(0.1)
     return exit_code
