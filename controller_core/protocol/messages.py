@@ -93,7 +93,12 @@ class ErrorCode(IntEnum):
 
     @classmethod
     def parse(cls, value: int) -> ErrorCode:
-        """Map a number to a member; codes we do not know become UNKNOWN_SERVER_ERROR."""
+        """Map a number to a member; codes we do not know become UNKNOWN_SERVER_ERROR.
+
+        For numbers this process computes itself (the controller API's results). A message on the
+        wire is decoded strictly instead: an ``error_code`` outside this enum rejects the whole
+        message (docs/protocol.md), which its receiver then treats as UNKNOWN_SERVER_ERROR for every
+        partition of the request."""
         try:
             return cls(value)
         except ValueError:
