@@ -50,10 +50,11 @@ class QuorumPeer(ZooKeeperServer):
         self.config_file.write_text("\n".join(lines) + "\n")
 
     def ready(self) -> bool:
-        return self.mode() in ("leader", "follower")
+        """Serving: a quorum member, or the one server of a one-node ensemble (``srvr`` says standalone)."""
+        return self.mode() in ("leader", "follower", "standalone")
 
     def mode(self) -> str | None:
-        """``leader``, ``follower`` or None (not serving), from ``srvr``."""
+        """``leader``, ``follower``, ``standalone`` or None (not serving), from ``srvr``."""
         answer = four_letter_word(self.host, self.port, "srvr", timeout=1.0)
         for line in answer.splitlines():
             if line.startswith("Mode:"):
