@@ -28,6 +28,7 @@ from typing import Any, cast
 import redis
 
 from controller_core.state_change_log import encode_record
+from dashboard.lib.redis_keys import controller_status_key, state_change_stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -46,14 +47,6 @@ def _scripts_refused(error: redis.ResponseError) -> bool:
     """Whether Redis refused to run scripts at all: no permission (an ACL without ``@scripting``) or no
     such command (``rename-command EVALSHA ""``), as opposed to a script that ran and failed."""
     return isinstance(error, redis.exceptions.NoPermissionError) or "unknown command" in str(error).lower()
-
-
-def state_change_stream_key(cluster: str) -> str:
-    return f"kcp:{cluster}:state-changes"
-
-
-def controller_status_key(cluster: str, controller_id: int) -> str:
-    return f"kcp:{cluster}:controller:{controller_id}"
 
 
 class RedisStreamSink:

@@ -12,8 +12,9 @@ import redis
 from django.contrib.auth.models import User
 from django.test import Client
 
-from dashboard.actions.models import IngestCursor, StateChange
-from workers.actions import ingest_state_changes, ingest_stream, stream_key
+from dashboard.audit.models import IngestCursor, StateChange
+from dashboard.lib.redis_keys import state_change_stream_key as stream_key
+from workers.audit import ingest_state_changes, ingest_stream
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +94,7 @@ def test_partition_page_history_block(stream: redis.Redis) -> None:
 
     add(stream, *(record(1, s) for s in range(1, 5)))
     ingest_stream(stream, NAME)
-    html = Template("{% load actions_history %}{% partition_history c t p %}").render(
+    html = Template("{% load audit_history %}{% partition_history c t p %}").render(
         Context({"c": NAME, "t": "orders", "p": 1})
     )
     assert "2 state change(s) ingested" in html and "1.3" in html and "1.1" in html
