@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.devservices import ZooKeeperServer, four_letter_word, free_port
-from scripts.pidfile import write_pid_file
+from workers.local_processes import write_pid_file
 
 
 @dataclass(kw_only=True)

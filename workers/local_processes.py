@@ -1,4 +1,6 @@
-"""Pid files that name one process, not a number: the pid and that process's start time.
+"""Local processes the project starts itself: free ports, and pid files that name one process.
+
+A pid file here records the pid and that process's start time, not a bare number.
 
 Why: a pid file outlives its process after a crash, a reboot or a ``kill -9``, and the kernel
 reuses pids. Trusting the bare number, ``scripts/services down`` or ``demo_cluster stop`` would
@@ -13,8 +15,9 @@ Without procfs (macOS) the start time is unknown: the file records the pid alone
 back to ``kill(pid, 0)``, as before. A file without a start time on a machine with procfs (written
 by an older checkout) is not trusted: its process is reported stopped and never signalled.
 
-Imports nothing from the project: ``scripts/devservices.py``, the reliability rigs and
-``manage.py demo_cluster`` all share it.
+Imports nothing from the project, and lives in a product package because a product command uses it:
+``manage.py demo_cluster`` (its brokers), ``scripts/devservices`` (private ZooKeeper, Redis, ...) and
+the reliability rigs all share it (product code never imports ``scripts``).
 """
 
 from __future__ import annotations
@@ -22,11 +25,28 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 _PROC = Path("/proc")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def process_start_ticks(pid: int) -> int | None:
