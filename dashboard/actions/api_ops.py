@@ -7,6 +7,7 @@ an anonymous client gets a JSON 401 instead of a redirect to the login form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
@@ -20,18 +21,27 @@ from dashboard.audit.views import action_json
 from dashboard.clusters.models import Cluster
 
 
-@api(roles.OPERATOR)
-def election_preview(request: HttpRequest, name: str) -> HttpResponse:
+def _preview(name: str, answer: Callable[[Cluster], dict[str, Any]]) -> HttpResponse:
+    """A read-only preview as JSON: 404 for an unknown cluster, 400 for bad parameters, 503 when
+    ZooKeeper cannot be read."""
     cluster = Cluster.objects.filter(name=name).first()
     if cluster is None:
         return error(404, f"no cluster named {name!r}")
     try:
-        scope, plan = compute_plan(cluster, request.GET)
+        return JsonResponse(answer(cluster))
     except ValueError as exc:
         return error(400, str(exc))
     except ZooKeeperUnavailable as exc:
         return error(503, str(exc))
-    return JsonResponse({"cluster": cluster.name, "scope": scope.as_dict(), **plan.as_dict()})
+
+
+@api(roles.OPERATOR)
+def election_preview(request: HttpRequest, name: str) -> HttpResponse:
+    def answer(cluster: Cluster) -> dict[str, Any]:
+        scope, plan = compute_plan(cluster, request.GET)
+        return {"cluster": cluster.name, "scope": scope.as_dict(), **plan.as_dict()}
+
+    return _preview(name, answer)
 
 
 @login_not_required
@@ -71,13 +81,8 @@ def election_execute(request: HttpRequest, name: str) -> HttpResponse:
 
 @api(roles.VIEWER)
 def impact(request: HttpRequest, name: str) -> HttpResponse:
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        return error(404, f"no cluster named {name!r}")
-    try:
+    def answer(cluster: Cluster) -> dict[str, Any]:
         target, result = run_impact(cluster, request.GET)
-    except ValueError as exc:
-        return error(400, str(exc))
-    except ZooKeeperUnavailable as exc:
-        return error(503, str(exc))
-    return JsonResponse(impact_json(cluster, target, result))
+        return impact_json(cluster, target, result)
+
+    return _preview(name, answer)

@@ -6,22 +6,16 @@ CSV; viewers and up may read (``dashboard.accounts.access.api``).
 
 from __future__ import annotations
 
+from functools import wraps
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
 from dashboard.accounts import roles
-from dashboard.accounts.access import api, error
+from dashboard.accounts.access import View, api, error
 from dashboard.audit import history, listing, views
 from dashboard.audit.models import Action
-
-
-def _as_json(request: HttpRequest) -> HttpRequest:
-    """Histories answer JSON unless the client asked for CSV."""
-    if "format" not in request.GET:
-        query = request.GET.copy()
-        query["format"] = "json"
-        request.GET = query  # type: ignore[assignment]
-    return request
 
 
 @api(roles.VIEWER)
@@ -42,16 +36,21 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return JsonResponse(views.action_json(action, with_changes=True))
 
 
-@api(roles.VIEWER)
-def partition_history(request: HttpRequest, name: str, topic: str, partition: int) -> HttpResponseBase:
-    return views.partition_history(_as_json(request), name, topic, partition)
+def _json_of(page: View) -> View:
+    """The API form of an audit page: viewers and up (JSON 401 / 403), JSON unless CSV was asked for."""
+
+    @api(roles.VIEWER)
+    @wraps(page)
+    def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if "format" not in request.GET:
+            query = request.GET.copy()
+            query["format"] = "json"
+            request.GET = query  # type: ignore[assignment]
+        return page(request, *args, **kwargs)
+
+    return inner
 
 
-@api(roles.VIEWER)
-def broker_history(request: HttpRequest, name: str, broker: int) -> HttpResponseBase:
-    return views.broker_history(_as_json(request), name, broker)
-
-
-@api(roles.VIEWER)
-def failovers(request: HttpRequest, name: str) -> HttpResponseBase:
-    return views.failovers(_as_json(request), name)
+partition_history = _json_of(views.partition_history)
+broker_history = _json_of(views.broker_history)
+failovers = _json_of(views.failovers)

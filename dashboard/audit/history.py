@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from django.db.models import F, Q, QuerySet
 
+from dashboard.audit.listing import BadFilter
 from dashboard.audit.models import Action, StateChange
 
 CHANGE_FIELDS: Final = (
@@ -99,7 +100,7 @@ def broker_changes(
     """Registrations, deregistrations, restarts and controlled shutdowns of ``broker``, and every
     leader change that gave it or took from it a partition's leadership, oldest first."""
     if event and event not in BROKER_EVENTS:
-        raise ValueError(f"event must be one of {', '.join(BROKER_EVENTS)}")
+        raise BadFilter(f"event must be one of {', '.join(BROKER_EVENTS)}")
     keys = (MEMBERSHIP_KEYS[event],) if event in MEMBERSHIP_KEYS else tuple(MEMBERSHIP_KEYS.values())
     membership = Q(pk__in=_broker_change_ids(cluster, broker, keys))
     shutdown = Q(kind="controlled_shutdown", record__broker_id=broker)

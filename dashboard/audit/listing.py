@@ -17,12 +17,17 @@ from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.dateparse import parse_date, parse_datetime
 
+
+class BadFilter(ValueError):
+    """A filter, page or format the client sent that cannot be read: a 400 naming it, never a 500."""
+
+
 FORMATS: Final = ("", "html", "csv", "json")
 MAX_JSON_ROWS: Final = 10_000
 
 
 def parse_time(raw: str, field: str, end_of_day: bool = False) -> datetime | None:
-    """``2026-11-22`` or ``2026-11-22T06:00[:00][Z|+hh:mm]``; naive times are UTC. ``ValueError`` if bad."""
+    """``2026-11-22`` or ``2026-11-22T06:00[:00][Z|+hh:mm]``; naive times are UTC. ``BadFilter`` if bad."""
     raw = raw.strip()
     if not raw:
         return None
@@ -34,7 +39,7 @@ def parse_time(raw: str, field: str, end_of_day: bool = False) -> datetime | Non
                 raise ValueError
             moment = datetime.combine(day, time.max if end_of_day else time.min)
     except ValueError:
-        raise ValueError(f"{field} must be a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)") from None
+        raise BadFilter(f"{field} must be a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)") from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
@@ -42,14 +47,14 @@ def time_range(params: Mapping[str, str]) -> tuple[datetime | None, datetime | N
     since = parse_time(params.get("since", ""), "since")
     until = parse_time(params.get("until", ""), "until", end_of_day=True)
     if since and until and since > until:
-        raise ValueError("since is after until")
+        raise BadFilter("since is after until")
     return since, until
 
 
 def wanted_format(request: HttpRequest) -> str:
     fmt = request.GET.get("format", "").strip().lower()
     if fmt not in FORMATS:
-        raise ValueError(f"format must be csv or json, not {fmt!r}")
+        raise BadFilter(f"format must be csv or json, not {fmt!r}")
     return fmt
 
 
@@ -110,7 +115,12 @@ def json_rows(rows: Iterable[Mapping[str, Any]], limit: int = MAX_JSON_ROWS) -> 
 
 def json_page(page: Page[Any], convert: Callable[[Any], Mapping[str, Any]], **extra: Any) -> JsonResponse:
     """One page of results with the paging facts a client needs to fetch the next."""
-    rows, _ = json_rows(convert(item) for item in page.object_list)
+    return page_json(page, (convert(item) for item in page.object_list), **extra)
+
+
+def page_json(page: Page[Any], results: Iterable[Mapping[str, Any]], **extra: Any) -> JsonResponse:
+    """``results`` (the rows of ``page``, already converted) with the paging facts."""
+    rows, _ = json_rows(results)
     return JsonResponse(
         {
             **extra,

@@ -46,6 +46,18 @@ def record_rejection(
         "ip": request.META.get("REMOTE_ADDR", ""),
         **(extra or {}),
     }
+    return _store(user, path, parameters, reason)
+
+
+def record_socket_rejection(user: Any, path: str, reason: str, code: int) -> Action | None:
+    """The WebSocket counterpart: a socket refused at connect or closed after a failed re-check."""
+    active = user if user is not None and getattr(user, "is_authenticated", False) else None
+    parameters = {"path": path[:MAX_PATH], "method": "WEBSOCKET", "close_code": code}
+    return _store(active, path[:MAX_PATH], parameters, reason)
+
+
+def _store(user: Any, path: str, parameters: dict[str, Any], reason: str) -> Action | None:
+    """One ``REQUEST_REJECTED`` row; a database failure is logged, never turned into a 500."""
     try:
         return Action.objects.create(
             user=user,
@@ -57,23 +69,5 @@ def record_rejection(
             error=reason,
         )
     except DatabaseError as exc:
-        logger.error("could not audit the rejection of %s %s (%s): %s", request.method, path, reason, exc)
-        return None
-
-
-def record_socket_rejection(user: Any, path: str, reason: str, code: int) -> Action | None:
-    """The WebSocket counterpart: a socket refused at connect or closed after a failed re-check."""
-    active = user if user is not None and getattr(user, "is_authenticated", False) else None
-    try:
-        return Action.objects.create(
-            user=active,
-            username=active.get_username() if active is not None else "",
-            cluster=cluster_of(path),
-            kind=Action.Kind.REQUEST_REJECTED,
-            parameters={"path": path[:MAX_PATH], "method": "WEBSOCKET", "close_code": code},
-            status=Action.Status.REJECTED,
-            error=reason,
-        )
-    except DatabaseError as exc:
-        logger.error("could not audit the refused socket %s (%s): %s", path, reason, exc)
+        logger.error("could not audit the rejection of %s %s (%s): %s", parameters.get("method"), path, reason, exc)
         return None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from functools import wraps
 from typing import Any, Final
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -21,6 +23,32 @@ from dashboard.audit import history, listing
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
+View = Callable[..., HttpResponseBase]
+
+
+def readable(view: View) -> View:
+    """GET only, viewers and up (403 otherwise); a filter that cannot be read is a 400 naming it
+    (JSON when JSON was asked for), raised by ``listing`` as ``BadFilter``."""
+
+    @require_GET
+    @wraps(view)
+    def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not roles.can_view(request.user):
+            return forbidden(request, "read the audit history")
+        try:
+            return view(request, *args, **kwargs)
+        except listing.BadFilter as exc:
+            return listing.bad_request(str(exc), request.GET.get("format") == "json")
+
+    return inner
+
+
+def _filtered_page(request: HttpRequest, template: str, filter_keys: tuple[str, ...], **context: Any) -> HttpResponse:
+    """An HTML list page with its filters filled in as sent and the query string its pager links keep."""
+    filters = {k: request.GET.get(k, "") for k in filter_keys}
+    return render(request, template, {**context, "filters": filters, "query": listing.query_string(filters)})
+
+
 ACTION_FILTERS: Final = ("cluster", "kind", "status", "username", "q", "since", "until")
 HISTORY_FILTERS: Final = ("kind", "q", "since", "until")
 BROKER_FILTERS: Final = ("event", "since", "until")
@@ -28,7 +56,7 @@ FAILOVER_FILTERS: Final = ("since", "until")
 
 
 def broker_rows(request: HttpRequest, name: str, broker: int) -> tuple[str, Any]:
-    """(format, rows or page) for a broker's history; ``ValueError`` on bad filters."""
+    """(format, rows or page) for a broker's history; ``listing.BadFilter`` on bad filters."""
     fmt = listing.wanted_format(request)
     since, until = listing.time_range(request.GET)
     event = request.GET.get("event", "").strip()
@@ -41,49 +69,23 @@ def broker_rows(request: HttpRequest, name: str, broker: int) -> tuple[str, Any]
     return fmt, (page, rows)
 
 
-@require_GET
+@readable
 def broker_history(request: HttpRequest, name: str, broker: int) -> HttpResponseBase:
-    if not roles.can_view(request.user):
-        return forbidden(request, "read the audit history")
-    as_json = request.GET.get("format") == "json"
-    try:
-        fmt, data = broker_rows(request, name, broker)
-    except ValueError as exc:
-        return listing.bad_request(str(exc), as_json)
+    fmt, data = broker_rows(request, name, broker)
     if fmt == "csv":
         return listing.csv_response(data, history.BROKER_FIELDS, f"{name}-broker-{broker}-history")
     page, rows = data
     if fmt == "json":
-        return _json(page, rows, cluster=name, broker=broker)
-    filters = {k: request.GET.get(k, "") for k in BROKER_FILTERS}
-    return render(
+        return listing.page_json(page, rows, cluster=name, broker=broker)
+    return _filtered_page(
         request,
         "audit/broker_history.html",
-        {
-            "cluster_name": name,
-            "broker": broker,
-            "page": page,
-            "rows": rows,
-            "events": history.BROKER_EVENTS,
-            "filters": filters,
-            "query": listing.query_string(filters),
-        },
-    )
-
-
-def _json(page: Any, rows: list[dict[str, Any]], **extra: Any) -> HttpResponse:
-    from django.http import JsonResponse
-
-    converted, _ = listing.json_rows(rows)
-    return JsonResponse(
-        {
-            **extra,
-            "count": page.paginator.count,
-            "page": page.number,
-            "pages": page.paginator.num_pages,
-            "next_page": page.next_page_number() if page.has_next() else None,
-            "results": converted,
-        }
+        BROKER_FILTERS,
+        cluster_name=name,
+        broker=broker,
+        page=page,
+        rows=rows,
+        events=history.BROKER_EVENTS,
     )
 
 
@@ -97,37 +99,21 @@ def failover_rows(request: HttpRequest, name: str) -> tuple[str, Any]:
     return fmt, (page, [history.failover_of(c).as_row() for c in page.object_list])
 
 
-@require_GET
+@readable
 def failovers(request: HttpRequest, name: str) -> HttpResponseBase:
-    if not roles.can_view(request.user):
-        return forbidden(request, "read the audit history")
-    as_json = request.GET.get("format") == "json"
-    try:
-        fmt, data = failover_rows(request, name)
-    except ValueError as exc:
-        return listing.bad_request(str(exc), as_json)
+    fmt, data = failover_rows(request, name)
     if fmt == "csv":
         return listing.csv_response(data, history.FAILOVER_FIELDS, f"{name}-failovers")
     page, rows = data
     if fmt == "json":
-        return _json(page, rows, cluster=name)
-    filters = {k: request.GET.get(k, "") for k in FAILOVER_FILTERS}
-    return render(
-        request,
-        "audit/failovers.html",
-        {"cluster_name": name, "page": page, "rows": rows, "filters": filters, "query": listing.query_string(filters)},
-    )
+        return listing.page_json(page, rows, cluster=name)
+    return _filtered_page(request, "audit/failovers.html", FAILOVER_FILTERS, cluster_name=name, page=page, rows=rows)
 
 
-@require_GET
+@readable
 def action_list(request: HttpRequest) -> HttpResponseBase:
-    if not roles.can_view(request.user):
-        return forbidden(request, "read the audit history")
-    try:
-        fmt = listing.wanted_format(request)
-        since, until = listing.time_range(request.GET)
-    except ValueError as exc:
-        return listing.bad_request(str(exc), request.GET.get("format") == "json")
+    fmt = listing.wanted_format(request)
+    since, until = listing.time_range(request.GET)
     qs = history.actions(request.GET, since, until)
     if fmt == "csv":
         return listing.csv_response(
@@ -136,21 +122,17 @@ def action_list(request: HttpRequest) -> HttpResponseBase:
     page = listing.page_of(qs, request, 50)
     if fmt == "json":
         return listing.json_page(page, action_json)
-    filters = {k: request.GET.get(k, "") for k in ACTION_FILTERS}
     names = list(Cluster.objects.values_list("name", flat=True))
-    return render(
+    return _filtered_page(
         request,
         "audit/list.html",
-        {
-            "page": page,
-            "filters": filters,
-            "query": listing.query_string(filters),
-            "statuses": Action.Status.choices,
-            "kinds": Action.Kind.choices,
-            "clusters": names if roles.can_operate(request.user) else [],
-            "cluster_names": names,
-            "can_administer": roles.can_administer(request.user),
-        },
+        ACTION_FILTERS,
+        page=page,
+        statuses=Action.Status.choices,
+        kinds=Action.Kind.choices,
+        clusters=names if roles.can_operate(request.user) else [],
+        cluster_names=names,
+        can_administer=roles.can_administer(request.user),
     )
 
 
@@ -189,10 +171,8 @@ def action_json(action: Action, with_changes: bool = False) -> dict[str, Any]:
     return data
 
 
-@require_GET
-def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    if not roles.can_view(request.user):
-        return forbidden(request, "read the audit history")
+@readable
+def action_detail(request: HttpRequest, pk: int) -> HttpResponseBase:
     action = get_object_or_404(Action, pk=pk)
     if request.GET.get("format") == "json":
         return JsonResponse(action_json(action, with_changes=True))
@@ -214,17 +194,11 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@require_GET
+@readable
 def partition_history(request: HttpRequest, name: str, topic: str, partition: int) -> HttpResponseBase:
     """Every ingested state change of one partition (and its replicas), oldest first."""
-    if not roles.can_view(request.user):
-        return forbidden(request, "read the audit history")
-    as_json = request.GET.get("format") == "json"
-    try:
-        fmt = listing.wanted_format(request)
-        since, until = listing.time_range(request.GET)
-    except ValueError as exc:
-        return listing.bad_request(str(exc), as_json)
+    fmt = listing.wanted_format(request)
+    since, until = listing.time_range(request.GET)
     kind = request.GET.get("kind", "").strip()
     qs = history.partition_changes(
         name, topic, partition, kind=kind, q=request.GET.get("q", ""), since=since, until=until
@@ -238,16 +212,12 @@ def partition_history(request: HttpRequest, name: str, topic: str, partition: in
     page = listing.page_of(qs, request, 100)
     if fmt == "json":
         return listing.json_page(page, history.change_row, cluster=name, topic=topic, partition=partition)
-    filters = {k: request.GET.get(k, "") for k in HISTORY_FILTERS}
-    return render(
+    return _filtered_page(
         request,
         "audit/partition_history.html",
-        {
-            "cluster_name": name,
-            "topic": topic,
-            "partition": partition,
-            "page": page,
-            "filters": filters,
-            "query": listing.query_string(filters),
-        },
+        HISTORY_FILTERS,
+        cluster_name=name,
+        topic=topic,
+        partition=partition,
+        page=page,
     )
