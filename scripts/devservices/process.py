@@ -90,6 +90,12 @@ class ManagedProcess:
             raise ServiceError(
                 f"{self.name}: port {self.host}:{self.port} is taken by a process we did not start; choose another port"
             )
+        self.spawn()
+        self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Write the config, start the process in its own session and record it (without waiting)."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
         self.prepare()
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
@@ -102,7 +108,6 @@ class ManagedProcess:
             )
         write_pid_file(self.pid_file, self.process.pid)
         self.info_file.write_text(json.dumps({"host": self.host, "port": self.port, "pid": self.process.pid}))
-        self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
