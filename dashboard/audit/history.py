@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from django.db.models import F, Q, QuerySet
 
+from controller_core.record_kinds import RecordKind
 from dashboard.audit.listing import BadFilter
 from dashboard.audit.models import Action, StateChange
 
@@ -82,7 +83,9 @@ MEMBERSHIP_KEYS: Final = {"registered": "new_brokers", "deregistered": "dead_bro
 def _broker_change_ids(cluster: str, broker: int, keys: tuple[str, ...]) -> list[int]:
     """``broker_change`` records naming ``broker`` in one of ``keys`` (few: one per broker event)."""
     ids = []
-    for pk, raw in StateChange.objects.filter(cluster=cluster, kind="broker_change").values_list("pk", "record"):
+    for pk, raw in StateChange.objects.filter(cluster=cluster, kind=RecordKind.BROKER_CHANGE).values_list(
+        "pk", "record"
+    ):
         record = raw or {}
         if any(broker in (record.get(k) or []) for k in keys):
             ids.append(pk)
@@ -103,7 +106,7 @@ def broker_changes(
         raise BadFilter(f"event must be one of {', '.join(BROKER_EVENTS)}")
     keys = (MEMBERSHIP_KEYS[event],) if event in MEMBERSHIP_KEYS else tuple(MEMBERSHIP_KEYS.values())
     membership = Q(pk__in=_broker_change_ids(cluster, broker, keys))
-    shutdown = Q(kind="controlled_shutdown", record__broker_id=broker)
+    shutdown = Q(kind=RecordKind.CONTROLLED_SHUTDOWN, record__broker_id=broker)
     moved = Q(leader_after__isnull=False) & ~Q(leader_before=F("leader_after"))
     gained = moved & Q(leader_after=broker)
     lost = moved & Q(leader_before=broker)
@@ -123,13 +126,13 @@ def broker_changes(
 def broker_event(change: StateChange, broker: int) -> tuple[str, str]:
     """(event, detail) of one row of ``broker_changes`` as seen from ``broker``."""
     record = change.record or {}
-    if change.kind == "broker_change":
+    if change.kind == RecordKind.BROKER_CHANGE:
         if broker in (record.get("dead_brokers") or []):
             return "deregistered", "its registration znode is gone (failure or shutdown)"
         if broker in (record.get("bounced_brokers") or []):
             return "restarted", "registered again with a newer broker epoch"
         return "registered", "joined the cluster"
-    if change.kind == "controlled_shutdown":
+    if change.kind == RecordKind.CONTROLLED_SHUTDOWN:
         return "controlled_shutdown", "asked the controller for a controlled shutdown"
     strategy = record.get("strategy") or change.cause
     if change.leader_after == broker:
@@ -197,7 +200,7 @@ class Failover:
 
 
 def failovers(cluster: str, *, since: datetime | None = None, until: datetime | None = None) -> QuerySet[StateChange]:
-    qs = StateChange.objects.filter(cluster=cluster, kind="failover")
+    qs = StateChange.objects.filter(cluster=cluster, kind=RecordKind.FAILOVER)
     return _in_range(qs, since, until).order_by("-controller_epoch", "-seq")
 
 
