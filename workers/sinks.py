@@ -28,19 +28,19 @@ from typing import Any, cast
 import redis
 
 from controller_core.state_change_log import encode_record
-from dashboard.lib.redis_keys import controller_status_key, state_change_stream_key
+from dashboard.lib.redis_keys import STREAM_FIELD, controller_status_key, state_change_stream_key
 
 logger = logging.getLogger(__name__)
 
 
-_XADD_CHUNK_SCRIPT = """
+_XADD_CHUNK_SCRIPT = f"""
 local maxlen = ARGV[1]
 for i = 2, #ARGV do
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'r', ARGV[i])
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', '{STREAM_FIELD}', ARGV[i])
 end
 return #ARGV - 1
 """
-"""Append each argument after the first to the stream KEYS[1] as field ``r``, trimming to ~ARGV[1]."""
+"""Append each argument after the first to the stream KEYS[1] as field ``STREAM_FIELD``, trimming to ~ARGV[1]."""
 
 
 def _scripts_refused(error: redis.ResponseError) -> bool:
@@ -137,7 +137,7 @@ class RedisStreamSink:
                 logger.warning("state-change stream %s: scripts refused (%s); one XADD per record", self._key, exc)
         pipe = self._client.pipeline(transaction=False)
         for payload in payloads:
-            pipe.xadd(self._key, {"r": payload}, maxlen=self._maxlen, approximate=True)
+            pipe.xadd(self._key, {STREAM_FIELD: payload}, maxlen=self._maxlen, approximate=True)
         pipe.execute()
 
     def _run(self) -> None:
