@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "dashboard.health",
     "dashboard.clusters",
     "dashboard.analytics",
+    "dashboard.audit",
     "dashboard.actions",
     "dashboard.security",
     "workers",
@@ -234,10 +235,10 @@ CELERY_BEAT_SCHEDULE = {
     "analytics-nightly": {"task": "workers.analytics.nightly", "schedule": crontab(hour=0, minute=30)},
     "analytics-current": {"task": "workers.analytics.current", "schedule": ANALYTICS_CURRENT_EVERY_S},
     # Audit (issue #7): copy each cluster's state-change stream into the database, in order.
-    "actions-ingest": {"task": "workers.actions.ingest_state_changes", "schedule": 5.0},
+    "audit-ingest": {"task": "workers.audit.ingest_state_changes", "schedule": 5.0},
     # Audit retention (issue #7): delete audit rows older than AUDIT_RETENTION_DAYS, once a day.
     "audit-retention": {"task": "workers.retention.cleanup", "schedule": crontab(hour=1, minute=15)},
-    # Admin tasks whose worker died after a duplicate delivery was acked: re-queued (workers.action_lease).
+    # Admin tasks whose worker died after a duplicate delivery was acked: re-queued (workers.actions).
     "actions-recover-stalled": {"task": "workers.actions.recover_stalled", "schedule": 15.0},
 }
 # Audit rows (actions and ingested state changes) older than this are deleted by that task.

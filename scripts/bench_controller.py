@@ -117,7 +117,7 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
 def _stream_length(redis_url: str) -> int:
     import redis
 
-    from workers.sinks import state_change_stream_key
+    from dashboard.lib.redis_keys import state_change_stream_key
 
     client = redis.Redis.from_url(redis_url)
     try:

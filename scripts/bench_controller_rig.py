@@ -41,7 +41,7 @@ idle before a scenario starts (``Bench.quiesce``)."""
 AGENT_SESSION_TIMEOUT_MS = 30_000
 # At a million partitions each agent decodes every UpdateMetadata in full (~150 MB of JSON) at nice 19
 # on the same two cores, and 30 s sessions expired mid-round (2026-11-26): the private ZooKeeper's
-# maximum (maxSessionTimeout, scripts/devservices.py) from half a million partitions up.
+# maximum (maxSessionTimeout, scripts/devservices/zookeeper.py) from half a million partitions up.
 AGENT_SESSION_TIMEOUT_MS_LARGE = 60_000
 LARGE_CLUSTER_PARTITIONS = 500_000
 
@@ -91,7 +91,7 @@ class Bench:
         self.agent_nice = agent_nice
         self.client = KazooClient(hosts=connect, timeout=30.0)
         self.client.start(timeout=30)
-        # The private ZooKeeper's jute.maxbuffer is 4 MiB (scripts/devservices.py).
+        # The private ZooKeeper's jute.maxbuffer is 4 MiB (scripts/devservices/zookeeper.py).
         self.store = ZkStore(self.client, max_znode_bytes=4_000_000)
         self.agents: dict[int, subprocess.Popen[bytes]] = {}
         self.controllers: dict[int, ControllerProc] = {}

@@ -276,8 +276,8 @@ def run_mode(args: argparse.Namespace, mode: str) -> tuple[dict[str, Any], dict[
     import redis
     from playwright.sync_api import sync_playwright
 
+    from dashboard.lib.redis_keys import state_change_stream_key
     from workers.mirror.testing import KafkaLayoutWriter
-    from workers.sinks import state_change_stream_key
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-live-{mode}-"))
     services = ServiceSet(base_dir=tmp / "services", zk_port=free_port(), redis_port=free_port())

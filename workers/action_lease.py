@@ -4,7 +4,8 @@ Why: Celery with ``acks_late`` redelivers a task whose worker died (F16), and th
 also redelivers one that merely outlived its ``visibility_timeout`` while the first copy still runs
 (F17). Both copies would act. A copy claims the action with one conditional UPDATE, a heartbeat
 thread renews the claim while it works, and every journal write is fenced by it
-(``workers.actions``, ``workers.reassign``).
+(``workers.actions``, ``workers.reassign``). The beat task that re-queues an action whose holder died
+with nothing left to redeliver it is ``workers.actions.recover_stalled`` (``requeue_stalled``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final
 
-from celery import shared_task
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 
 logger = logging.getLogger(__name__)
 
@@ -251,11 +251,3 @@ def requeue_stalled(send: Callable[[str, int], object], grace_s: float | None = 
         send(TASK_OF_KIND[Action.Kind(action.kind)], action.pk)
         sent.append(action.pk)
     return sent
-
-
-@shared_task(name="workers.actions.recover_stalled")
-def recover_stalled() -> list[int]:
-    """Beat task: re-queue the actions whose task copy died with nothing left to redeliver it."""
-    from dashboard.celery import app
-
-    return requeue_stalled(lambda task, pk: app.send_task(task, args=[pk]))

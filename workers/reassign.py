@@ -52,10 +52,10 @@ from controller_core.protocol.messages import (
 )
 from controller_core.reassign_plan import to_kafka_json, validate
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
 from dashboard.actions.reassign_service import refresh, requested_of
 from dashboard.actions.zk import cluster_store
+from dashboard.audit.models import Action
 from workers.action_lease import LeaseLost, RunLease, begin_run, status_of
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The audit retention cleanup task (issue #7, item 4); the work is ``dashboard.actions.retention``.
+"""The audit retention cleanup task (issue #7, item 4); the work is ``dashboard.audit.retention``.
 
 Daily on the beat schedule (``settings.CELERY_BEAT_SCHEDULE["audit-retention"]``); the retention is
 ``settings.AUDIT_RETENTION_DAYS`` (default 365 days).
@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import shared_task
 
-from dashboard.actions.retention import cleanup_audit
+from dashboard.audit.retention import cleanup_audit
 
 
 @shared_task(name="workers.retention.cleanup")

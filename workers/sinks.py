@@ -28,32 +28,25 @@ from typing import Any, cast
 import redis
 
 from controller_core.state_change_log import encode_record
+from dashboard.lib.redis_keys import STREAM_FIELD, controller_status_key, state_change_stream_key
 
 logger = logging.getLogger(__name__)
 
 
-_XADD_CHUNK_SCRIPT = """
+_XADD_CHUNK_SCRIPT = f"""
 local maxlen = ARGV[1]
 for i = 2, #ARGV do
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'r', ARGV[i])
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', '{STREAM_FIELD}', ARGV[i])
 end
 return #ARGV - 1
 """
-"""Append each argument after the first to the stream KEYS[1] as field ``r``, trimming to ~ARGV[1]."""
+"""Append each argument after the first to the stream KEYS[1] as field ``STREAM_FIELD``, trimming to ~ARGV[1]."""
 
 
 def _scripts_refused(error: redis.ResponseError) -> bool:
     """Whether Redis refused to run scripts at all: no permission (an ACL without ``@scripting``) or no
     such command (``rename-command EVALSHA ""``), as opposed to a script that ran and failed."""
     return isinstance(error, redis.exceptions.NoPermissionError) or "unknown command" in str(error).lower()
-
-
-def state_change_stream_key(cluster: str) -> str:
-    return f"kcp:{cluster}:state-changes"
-
-
-def controller_status_key(cluster: str, controller_id: int) -> str:
-    return f"kcp:{cluster}:controller:{controller_id}"
 
 
 class RedisStreamSink:
@@ -144,7 +137,7 @@ class RedisStreamSink:
                 logger.warning("state-change stream %s: scripts refused (%s); one XADD per record", self._key, exc)
         pipe = self._client.pipeline(transaction=False)
         for payload in payloads:
-            pipe.xadd(self._key, {"r": payload}, maxlen=self._maxlen, approximate=True)
+            pipe.xadd(self._key, {STREAM_FIELD: payload}, maxlen=self._maxlen, approximate=True)
         pipe.execute()
 
     def _run(self) -> None:

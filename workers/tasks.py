@@ -1,4 +1,4 @@
-"""Celery tasks (thin wrappers; the work lives in modules of their own)."""
+"""Celery tasks of no one concern; the others live in the module their name says (``dashboard.celery``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,3 @@ from celery import shared_task
 def ping() -> str:
     """Round-trip check used by tests and by operators (`celery call workers.ping`)."""
     return "pong"
-
-
-# Task modules outside autodiscovery's reach (``workers.tasks`` is the one Celery looks for).
-import workers.analytics.tasks  # noqa: E402, F401

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
 from dashboard.actions.idempotency import serialized_for
-from dashboard.actions.models import Action
 from dashboard.actions.zk import cluster_store
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)

@@ -13,10 +13,10 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from controller_core.impact import Impact
-from dashboard.actions import roles
+from dashboard.accounts import roles
+from dashboard.accounts.access import forbidden
 from dashboard.actions.election_submit import ZooKeeperUnavailable
 from dashboard.actions.impact import Target, impact_of, parse_target, racks_of
-from dashboard.actions.views import forbidden
 from dashboard.actions.zk import cluster_store
 from dashboard.clusters.models import Cluster
 

@@ -18,8 +18,7 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from dashboard.actions import roles
-from dashboard.actions.models import Action
+from dashboard.accounts import roles
 from dashboard.actions.reassign_service import (
     BadRequest,
     Submitted,
@@ -33,6 +32,7 @@ from dashboard.actions.reassign_service import (
     submit_cancel,
     summary,
 )
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def _action_json(cluster: Cluster, done: Submitted) -> JsonResponse:
         "progress_url": reverse("api:reassign-progress", kwargs={"name": cluster.name, "pk": action.pk})
         if action.kind == Action.Kind.REASSIGNMENT
         else None,
-        "page_url": reverse("actions:detail", kwargs={"pk": action.pk}),
+        "page_url": reverse("audit:detail", kwargs={"pk": action.pk}),
     }
     if action.status == Action.Status.REJECTED:
         return JsonResponse({"error": action.error, **body}, status=400)

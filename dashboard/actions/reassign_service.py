@@ -38,7 +38,6 @@ from controller_core.reassign_plan import (
 from controller_core.zk.store import ZkStore
 from dashboard.actions import reassign_progress
 from dashboard.actions.idempotency import serialized_for
-from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import (
     agent_replicas,
     partition_sizes,
@@ -48,6 +47,7 @@ from dashboard.actions.reassign_cluster import (
     read_leaders,
 )
 from dashboard.actions.zk import cluster_store
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)

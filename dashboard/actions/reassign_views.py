@@ -15,8 +15,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 
-from dashboard.actions import roles
-from dashboard.actions.models import Action
+from dashboard.accounts import roles
 from dashboard.actions.reassign_cluster import read_brokers
 from dashboard.actions.reassign_service import (
     RUNNING_STATES,
@@ -32,6 +31,7 @@ from dashboard.actions.reassign_service import (
     summary,
 )
 from dashboard.actions.zk import cluster_store
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)

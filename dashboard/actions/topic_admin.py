@@ -42,9 +42,9 @@ from controller_core.topic_validation import (
 )
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions import roles
-from dashboard.actions.models import Action
+from dashboard.accounts import roles
 from dashboard.actions.zk import cluster_store
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
 logger = logging.getLogger(__name__)

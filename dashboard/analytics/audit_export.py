@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.lib.env import env_str
 
 FILE_PREFIX = "actions-"

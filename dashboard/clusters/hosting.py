@@ -27,6 +27,7 @@ from typing import Any, Final
 import redis
 
 from dashboard.clusters import layout
+from dashboard.lib.redis_keys import controller_status_key
 
 PREFIX: Final = "kcp"
 ROLES: Final = ("mirror", "controller")
@@ -57,11 +58,6 @@ def parse_slot_value(value: str) -> tuple[int, str] | None:
     if not sep or not cid.lstrip("-").isdigit():
         return None
     return int(cid), token
-
-
-def controller_status_key(cluster: str, controller_id: int) -> str:
-    """A candidate's status hash (docs/contracts.md; written by ``workers.sinks``)."""
-    return f"{PREFIX}:{cluster}:controller:{controller_id}"
 
 
 def _s(value: Any) -> str:

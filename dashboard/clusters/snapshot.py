@@ -20,6 +20,7 @@ from django.conf import settings
 
 from dashboard.clusters import layout
 from dashboard.clusters.layout import PartitionRow
+from dashboard.lib.redis_keys import controller_status_key
 from dashboard.live.scopes import CLUSTER, Scope
 
 
@@ -31,11 +32,6 @@ def _pool(url: str) -> redis.ConnectionPool:
 def get_redis() -> redis.Redis:
     """A client on the shared pool for ``settings.REDIS_URL`` (one pool per URL per process)."""
     return redis.Redis(connection_pool=_pool(settings.REDIS_URL))
-
-
-def controller_status_key(cluster: str, controller_id: int) -> str:
-    """The controller's status hash (docs/contracts.md; written by ``workers.sinks``)."""
-    return f"kcp:{cluster}:controller:{controller_id}"
 
 
 def _text(value: Any) -> str:

@@ -1,8 +1,13 @@
+"""Routes of the cluster pages (``/clusters/``), plus the registry's management pages
+(``admin_urlpatterns``, ``/actions/admin/``, ``manage`` namespace) and its JSON API (``api_urlpatterns``,
+``/api/v1/``), both mounted by ``dashboard.urls``."""
+
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import URLPattern, URLResolver, path
 
-from dashboard.clusters.views import agent, diagrams, metrics, pages
+from dashboard.clusters import api
+from dashboard.clusters.views import admin, agent, diagrams, hosting, metrics, pages
 
 app_name = "clusters"
 
@@ -22,4 +27,18 @@ urlpatterns = [
     path("<slug:name>/topics/<str:topic>/<int:partition>/", pages.partition_detail, name="partition"),
     path("<slug:name>/diagram/", diagrams.cluster_diagram, name="diagram"),
     path("<slug:name>/members.json", diagrams.members, name="members"),
+]
+
+admin_urlpatterns: list[URLPattern | URLResolver] = [
+    path("clusters/", admin.cluster_list, name="clusters"),
+    path("clusters/new/", admin.cluster_edit, name="cluster-new"),
+    path("clusters/<slug:name>/", admin.cluster_edit, name="cluster-edit"),
+    path("clusters/<slug:name>/remove/", admin.cluster_remove, name="cluster-remove"),
+    path("hosting/", hosting.hosting_page, name="hosting"),
+]
+
+api_urlpatterns: list[URLPattern | URLResolver] = [
+    path("clusters/", api.cluster_collection, name="clusters"),
+    path("clusters/<slug:name>/", api.cluster_item, name="cluster"),
+    path("clusters/<slug:name>/remove/", api.cluster_remove, name="cluster-remove"),
 ]

@@ -43,7 +43,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         if not _may_see_detail(request):
             body["hosting"] = {"error": "log in, or send Authorization: Bearer <METRICS_TOKEN>, for the detail"}
         else:
-            from dashboard.actions import roles
+            from dashboard.accounts import roles
             from dashboard.clusters.snapshot import get_redis
             from dashboard.clusters.views.hosting import hosting_detail
 

@@ -38,11 +38,11 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from dashboard.audit.rejections import record_socket_rejection
 from dashboard.clusters import layout
 from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
 from dashboard.live import groups, permissions
 from dashboard.live.scopes import Scope, parse_scope
-from dashboard.security.audit import record_socket_rejection
 
 logger = logging.getLogger(__name__)
 

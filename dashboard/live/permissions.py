@@ -1,4 +1,4 @@
-"""Who may watch a cluster live: the viewer role and up (``dashboard.actions.roles``, the one permission module).
+"""Who may watch a cluster live: the viewer role and up (``dashboard.accounts.roles``, the one permission module).
 
 The socket follows exactly the rule the pages follow (``roles.can_view``), so a page and its live
 feed never disagree. The consumer asks again, with fresh rows, on every message the browser sends
@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from django.contrib.auth import get_user_model
 
-from dashboard.actions import roles
+from dashboard.accounts import roles
 from dashboard.clusters.models import Cluster
 
 RECHECK_S: Final = 5.0

@@ -28,7 +28,7 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from dashboard.security.audit import record_rejection
+from dashboard.audit.rejections import record_rejection
 from dashboard.security.ratelimit import RateLimiter, parse_limit
 
 ACTION_PREFIXES: Final = ("/actions/", "/api/v1/")

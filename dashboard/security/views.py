@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from dashboard.security.audit import record_rejection
+from dashboard.audit.rejections import record_rejection
 from dashboard.security.middleware import rejection
 
 

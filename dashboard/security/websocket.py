@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 
-from dashboard.security.audit import record_socket_rejection
+from dashboard.audit.rejections import record_socket_rejection
 
 CLOSE_FOREIGN_ORIGIN = 403
 

@@ -25,12 +25,12 @@ import redis
 from kazoo.client import KazooClient
 
 from dashboard.clusters import layout
+from dashboard.lib.redis_keys import state_change_stream_key
 from scripts.devservices import RedisServer, free_port
 from scripts.reliability.checker import PartitionSnapshot
 from workers.mirror.mirror import Mirror, MirrorConfig
 from workers.mirror.publish import RecordingPublisher
 from workers.mirror.state import MANAGED, OBSERVED
-from workers.sinks import state_change_stream_key
 
 CLUSTER = "rel"
 

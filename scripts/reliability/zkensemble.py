@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.devservices import ZooKeeperServer, four_letter_word, free_port
-from scripts.pidfile import write_pid_file
 
 
 @dataclass(kw_only=True)
@@ -96,21 +95,8 @@ class ZkEnsemble:
         return [(s.host, s.port) for s in self.servers]
 
     def start(self, timeout: float = 60.0) -> None:
-        import subprocess
-
         for s in self.servers:  # start all first: none is ready until a quorum is up
-            s.base_dir.mkdir(parents=True, exist_ok=True)
-            s.prepare()
-            with open(s.log_file, "ab") as log:
-                s.process = subprocess.Popen(
-                    s.command(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=s.base_dir,
-                    start_new_session=True,
-                )
-            write_pid_file(s.pid_file, s.process.pid)
+            s.spawn()
         for s in self.servers:
             s.wait_ready(timeout)
 

@@ -14,7 +14,7 @@ from controller_core.model import LeaderIsrAndControllerEpoch
 from controller_core.model import TopicPartition as TP
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.integration.test_controller_zk import Candidates, FakeBrokers
 from tests.support.zk import wait_for

@@ -17,7 +17,7 @@ from controller_core.model import BrokerRegistration, EndPoint, LeaderAndIsr, Le
 from controller_core.model import TopicPartition as TP
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.support.snapshots import zk_tree
 from workers.actions import preferred_election, run_preferred_election

@@ -26,7 +26,7 @@ from controller_core.model import BrokerRegistration, EndPoint, LeaderAndIsr, Le
 from controller_core.model import TopicPartition as TP
 from controller_core.zk.store import ZkStore
 from dashboard.actions import election_submit, reassign_service
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from workers import action_lease as leases
 from workers import actions as worker

@@ -20,10 +20,12 @@ from controller_core.model import BrokerRegistration, EndPoint, LeaderAndIsr, Le
 from controller_core.model import TopicPartition as TP
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action, StateChange
-from dashboard.actions.retention import cleanup_audit
+from dashboard.audit.models import Action, StateChange
+from dashboard.audit.retention import cleanup_audit
 from dashboard.clusters.models import Cluster
+from dashboard.lib.redis_keys import state_change_stream_key
 from workers import actions as worker
+from workers import audit as audit_worker
 from workers.retention import cleanup
 
 pytestmark = pytest.mark.django_db
@@ -190,8 +192,8 @@ def test_state_changes_are_linked_to_their_action(db: None, redis_url: str, sett
     ]
     client = redis.Redis.from_url(redis_url)
     for r in records:
-        client.xadd(worker.stream_key(NAME), {"r": json.dumps(r)})
-    assert worker.ingest_stream(client, NAME) == 7
+        client.xadd(state_change_stream_key(NAME), {"r": json.dumps(r)})
+    assert audit_worker.ingest_stream(client, NAME) == 7
     linked = dict(StateChange.objects.filter(cluster=NAME).values_list("seq", "action_id"))
     assert linked == {1: action.pk, 2: None, 3: None, 4: None, 5: None, 6: None, 7: action.pk}
     assert other.state_changes.count() == 0
@@ -223,8 +225,8 @@ def test_reassignment_records_are_linked_while_it_runs(db: None, redis_url: str,
     ]
     client = redis.Redis.from_url(redis_url)
     for r in records:
-        client.xadd(worker.stream_key(NAME), {"r": json.dumps(r)})
-    assert worker.ingest_stream(client, NAME) == 4
+        client.xadd(state_change_stream_key(NAME), {"r": json.dumps(r)})
+    assert audit_worker.ingest_stream(client, NAME) == 4
     linked = dict(StateChange.objects.filter(cluster=NAME).values_list("seq", "action_id"))
     assert linked == {1: move.pk, 2: move.pk, 3: None, 4: None}
 

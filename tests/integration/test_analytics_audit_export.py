@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.actions.models import Action
 from dashboard.analytics.audit_export import export_actions
+from dashboard.audit.models import Action
 
 pytestmark = [pytest.mark.django_db]
 

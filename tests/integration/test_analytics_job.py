@@ -286,7 +286,7 @@ def write_actions(base: Path) -> None:
 
 def store_actions() -> None:
     """Put :func:`audit_actions` in the audit table, as the dashboard would have recorded them."""
-    from dashboard.actions.models import Action
+    from dashboard.audit.models import Action
 
     for line in audit_actions():
         partitions = [

@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from kazoo.client import KazooClient
 
-from dashboard.actions import roles
-from dashboard.actions.models import Action
+from dashboard.accounts import roles
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.integration.mirror_helpers import small_cluster
 

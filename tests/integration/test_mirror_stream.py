@@ -10,13 +10,13 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from dashboard.clusters import layout
+from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
 from tests.integration.mirror_helpers import CLUSTER, counts, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import wait_for
 from workers.mirror.mirror import Mirror
 from workers.mirror.publish import RecordingPublisher
 from workers.mirror.testing import KafkaLayoutWriter, state_change_record
-from workers.sinks import state_change_stream_key
 
 STREAM = state_change_stream_key(CLUSTER)
 

@@ -16,7 +16,7 @@ from controller_core.model import BrokerRegistration, EndPoint, LeaderAndIsr, Le
 from controller_core.model import TopicPartition as TP
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.support.snapshots import redis_keys, zk_tree
 from workers.reassign import execute, run_execute

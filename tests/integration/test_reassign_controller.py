@@ -24,8 +24,8 @@ from controller_core.protocol.messages import (
 )
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_controller_endpoint
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates

@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from kazoo.client import KazooClient
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from scripts.devservices import free_port
 from tests.support.snapshots import isolated_db, redis_keys, zk_tree

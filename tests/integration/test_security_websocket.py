@@ -15,7 +15,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from dashboard.live import consumers

@@ -14,7 +14,8 @@ import redis
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.state_change_log import MemorySink, StateChangeLogger
 from controller_core.states import ReplicaState
-from workers.sinks import RedisStreamSink, state_change_stream_key
+from dashboard.lib.redis_keys import state_change_stream_key
+from workers.sinks import RedisStreamSink
 
 CLUSTER = "stream-sink"
 

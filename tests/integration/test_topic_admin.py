@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from tests.support.snapshots import isolated_db, redis_keys, zk_tree
 

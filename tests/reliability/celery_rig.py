@@ -128,7 +128,7 @@ def queued_election(env: dict[str, str], zk_chroot: str, cluster: str, template:
         env,
         "shell",
         "-c",
-        "from dashboard.actions.models import Action; "
+        "from dashboard.audit.models import Action; "
         f"a = Action.objects.create(username='otto', cluster={cluster!r}, kind='preferred_election', "
         f"status='queued', preview={{'electable': {rows!r}}}); print('action', a.pk)",
     )

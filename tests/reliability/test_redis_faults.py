@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import redis
 
+from dashboard.lib.redis_keys import state_change_stream_key
 from scripts.devservices import ZooKeeperServer
 from scripts.reliability.scenarios import run_scenario
 from scripts.reliability.scenarios_redis import REDIS_SCENARIOS, RedisSettings
 from workers.mirror.events import StreamRecords
 from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries
-from workers.sinks import state_change_stream_key
 
 SETTINGS = RedisSettings(slack=2.0, redis_pause_s=10.0)
 

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 
 from controller_core.model import TopicPartition as TP
-from dashboard.actions import roles
+from dashboard.accounts import roles
 from dashboard.actions.election import PartitionView, PlanRow, Scope, parse_scope, plan
 
 # broker 3 is down; orders-0 can move to 1, orders-1 is already preferred, orders-2's preferred replica
@@ -111,10 +111,21 @@ def test_ensure_roles_command_is_idempotent() -> None:
     assert Group.objects.filter(name__in=roles.ROLES).count() == 3
 
 
-def test_workers_import_the_action_tasks_by_name() -> None:
+def test_worker_autodiscovery_finds_every_task_where_its_name_says() -> None:
+    """What a worker does at start-up (Celery's ``import_modules`` signal) registers every task the beat
+    schedule and the web process send by name, and each is defined in the module its name names."""
+    from django.conf import settings
+
+    from dashboard.actions.election_submit import TASK_NAME
+    from dashboard.actions.reassign_service import CANCEL_TASK, EXECUTE_TASK
     from dashboard.celery import app
 
-    assert "workers.actions" in app.conf.imports
-    import workers.actions  # noqa: F401  (what the worker does at start-up)
-
-    assert {"workers.actions.preferred_election", "workers.actions.ingest_state_changes"} <= set(app.tasks)
+    assert not app.conf.imports, "tasks are found by autodiscovery, not listed in conf.imports"
+    app.loader.import_default_modules()
+    sent = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} | {TASK_NAME, EXECUTE_TASK, CANCEL_TASK}
+    assert sent <= set(app.tasks)
+    ours = {name: task for name, task in app.tasks.items() if name.startswith("workers.")}
+    assert {"workers.audit.ingest_state_changes", "workers.actions.recover_stalled", "workers.ping"} <= set(ours)
+    for name, task in ours.items():
+        module = task.run.__module__
+        assert name.rpartition(".")[0] in (module, module.removesuffix(".tasks")), (name, module)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 
 pytestmark = pytest.mark.django_db
 

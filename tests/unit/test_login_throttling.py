@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from dashboard.actions.models import Action
+from dashboard.audit.models import Action
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scripts.devservices import RedisServer, free_port
-from scripts.pidfile import process_start_ticks, recorded_pid, signal_recorded, stop_recorded, write_pid_file
+from workers.local_processes import process_start_ticks, recorded_pid, signal_recorded, stop_recorded, write_pid_file
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

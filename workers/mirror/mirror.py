@@ -47,6 +47,7 @@ from controller_core.zk import paths
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.setwatches import set_node_watches
 from dashboard.clusters import layout
+from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
 from workers.mirror import zksource
 from workers.mirror.deltas import DeltaBuilder, watched_scopes
@@ -67,7 +68,6 @@ from workers.mirror.publish import Publisher
 from workers.mirror.snapshot import SnapshotWriter
 from workers.mirror.state import MANAGED, OBSERVED, MirrorState
 from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries, replay_start
-from workers.sinks import state_change_stream_key
 
 logger = logging.getLogger(__name__)
 

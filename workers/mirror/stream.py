@@ -22,8 +22,8 @@ from typing import Any
 
 import redis
 
+from dashboard.lib.redis_keys import state_change_stream_key
 from workers.mirror.events import StreamRecords
-from workers.sinks import state_change_stream_key
 
 logger = logging.getLogger(__name__)
 

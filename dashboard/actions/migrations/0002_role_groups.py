@@ -1,4 +1,4 @@
-"""Create the role groups viewer, operator and admin (dashboard.actions.roles)."""
+"""Create the role groups viewer, operator and admin (dashboard.accounts.roles)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import migrations
 
-ROLES = ("viewer", "operator", "admin")  # frozen copy of dashboard.actions.roles.ROLES
+ROLES = ("viewer", "operator", "admin")  # frozen copy of dashboard.accounts.roles.ROLES
 
 
 def create_groups(apps: Any, schema_editor: Any) -> None:

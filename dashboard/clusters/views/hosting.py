@@ -14,8 +14,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dashboard.actions import roles
-from dashboard.actions.views import forbidden
+from dashboard.accounts import roles
+from dashboard.accounts.access import forbidden
 from dashboard.clusters import hosting
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.snapshot import get_redis

@@ -45,8 +45,7 @@ from controller_core.zk import paths
 from controller_core.zk.client import new_client
 from controller_core.zk.store import ZkStore
 from dashboard.actions.zk import zk_security
-from scripts.devservices import free_port
-from scripts.pidfile import pid_alive, recorded_pid, signal_recorded, write_pid_file
+from workers.local_processes import free_port, pid_alive, recorded_pid, signal_recorded, write_pid_file
 
 DEFAULT_TOPICS = "demo-a:12:3,demo-b:6:3"
 READY_TIMEOUT_S = 60.0
@@ -121,7 +120,7 @@ class DemoCluster:
         self.spec_file(spec.id).write_text(json.dumps(body, indent=2))
 
     def pid(self, broker_id: int) -> int | None:
-        """The broker's pid while that very process runs (pid and start time match: scripts/pidfile.py)."""
+        """The broker's pid while that very process runs (pid and start time match: workers/local_processes.py)."""
         return recorded_pid(self.pid_file(broker_id))
 
     # -- processes ---------------------------------------------------------------------------------
