@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 
 CHILD = textwrap.dedent(
     """
-    import signal, sys, threading, time
+    import linecache, signal, sys, threading, time
     from controller_core.signal_wait import wait_for
 
     stop = threading.Event()
@@ -41,9 +41,16 @@ CHILD = textwrap.dedent(
     main = threading.main_thread().ident
 
     def waiting():
+        # In wait_for's loop, or (raw) on the very line of Condition.wait that blocks in C: from there
+        # no bytecode runs, so no handler can run, until the lock's timed acquire returns. Any earlier
+        # and a handler could still run in the main thread before it blocks (seen under heavy load).
         frame = sys._current_frames().get(main)
         while frame is not None:
-            if frame.f_code.co_name in ("wait", "wait_until_set"):
+            if frame.f_code.co_name == "wait_until_set":
+                return True
+            if frame.f_code.co_name == "wait" and "gotit = waiter.acquire(True" in linecache.getline(
+                frame.f_code.co_filename, frame.f_lineno
+            ):
                 return True
             frame = frame.f_back
         return False
