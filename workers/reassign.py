@@ -52,6 +52,7 @@ from controller_core.protocol.messages import (
 )
 from controller_core.reassign_plan import to_kafka_json, validate
 from controller_core.zk.store import ZkStore
+from dashboard.actions import reassign_throttle
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
 from dashboard.actions.reassign_service import refresh, requested_of
@@ -133,6 +134,8 @@ def run_execute(action: Action, store: ZkStore) -> Action:
     outcome["writing"] = True
     action.outcome = outcome
     _save(action, "outcome", "controller_epoch")
+    # The throttle first, as kafka-reassign-partitions --throttle does: no copy starts unthrottled.
+    reassign_throttle.apply_at_start(action, store)
     try:
         store.create_partition_reassignment_request(requested)
     except ZkOperationError:
@@ -362,3 +365,30 @@ def _cancel_leased(task: Any, action: Action, connect: str | None) -> None:
         if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
             raise task.retry(exc=exc, countdown=2) from exc
         _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(name="workers.reassign.remove_orphan_throttles")
+def remove_orphan_throttles(limit: int = 100) -> int:
+    """Beat task: remove the throttle of every finished reassignment that still has one (its end was
+    recorded while ZooKeeper was unreachable, or by a process that died before removing it), and
+    audit that it did (a "removed" event by ``(system)`` on the reassignment). Returns how many."""
+    from dashboard.clusters.models import Cluster
+
+    removed = 0
+    for action in reassign_throttle.orphaned(limit):
+        cluster = Cluster.objects.filter(name=action.cluster).first()
+        if cluster is None:
+            continue
+        try:
+            with cluster_store(str(cluster.zookeeper_connect)) as store:
+                if reassign_throttle.remove_for(
+                    action,
+                    store,
+                    reassign_throttle.SYSTEM_USER,
+                    f"orphaned throttle of a finished reassignment ({action.status}) removed by the beat clean-up",
+                ):
+                    removed += 1
+                    logger.info("removed the orphaned throttle of reassignment #%s on %s", action.pk, action.cluster)
+        except Exception as exc:  # the next beat tries again
+            logger.warning("orphaned throttle of reassignment #%s: %s", action.pk, exc)
+    return removed

@@ -14,4 +14,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_BASE + "execute", reassign_api.execute_view, name="reassign-execute"),
     path(_BASE + "<int:pk>/cancel", reassign_api.cancel_view, name="reassign-cancel"),
     path(_BASE + "<int:pk>/progress", reassign_api.progress_view, name="reassign-progress"),
+    path(_BASE + "<int:pk>/throttle", reassign_api.throttle_view, name="reassign-throttle"),
 ]

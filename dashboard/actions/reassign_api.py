@@ -18,11 +18,12 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from dashboard.actions import roles
+from dashboard.actions import reassign_throttle, roles
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_service import (
     BadRequest,
     Submitted,
+    change_throttle,
     check,
     clean_key,
     generate,
@@ -148,8 +149,27 @@ def execute_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     key = _key(request, body)
     if not isinstance(body.get("reason", ""), str):
         raise BadRequest('"reason" must be a string')
-    done = submit(request.user, cluster, _document(body), str(body.get("reason", "")), _replace(body), key)
+    throttle = None
+    if body.get("throttle_bytes_per_s") is not None:
+        try:
+            throttle = reassign_throttle.parse_rate(body["throttle_bytes_per_s"])
+        except reassign_throttle.ThrottleError as exc:
+            raise BadRequest(str(exc)) from None
+    done = submit(request.user, cluster, _document(body), str(body.get("reason", "")), _replace(body), key, throttle)
     return _action_json(cluster, done)
+
+
+@_api("POST", operate=True)
+def throttle_view(request: HttpRequest, cluster: Cluster, pk: int) -> JsonResponse:
+    """``{"throttle_bytes_per_s": <int>, "reason": "..."}``: change a running reassignment's throttle."""
+    body = _body(request)
+    target = get_object_or_404(Action, pk=pk, cluster=cluster.name, kind=Action.Kind.REASSIGNMENT)
+    if "throttle_bytes_per_s" not in body:
+        raise BadRequest('the body needs "throttle_bytes_per_s": a positive whole number of bytes per second')
+    if not isinstance(body.get("reason", ""), str):
+        raise BadRequest('"reason" must be a string')
+    throttle = change_throttle(request.user, cluster, target, body["throttle_bytes_per_s"], body.get("reason", ""))
+    return JsonResponse({"action": target.pk, "throttle": {k: v for k, v in throttle.items() if k != "plan"}})
 
 
 @_api("POST", operate=True)

@@ -36,7 +36,7 @@ from controller_core.reassign_plan import (
     validate,
 )
 from controller_core.zk.store import ZkStore
-from dashboard.actions import reassign_progress
+from dashboard.actions import reassign_progress, reassign_throttle
 from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import (
@@ -265,7 +265,13 @@ class Submitted:
 
 
 def submit(
-    user: Any, cluster: Cluster, raw: str | bytes | Mapping[str, Any], reason: str, replace: bool, key: str
+    user: Any,
+    cluster: Cluster,
+    raw: str | bytes | Mapping[str, Any],
+    reason: str,
+    replace: bool,
+    key: str,
+    throttle: int | None = None,
 ) -> Submitted:
     """Validate and queue a reassignment; a rejected request is recorded (status rejected) and
     nothing is written. ``BadRequest`` is never raised for the request's content: every problem
@@ -311,6 +317,11 @@ def submit(
                 "partitions": partitions,
                 "replace": replace,
                 "replacing": checked.validation.as_dict()["replacing"],
+                **(
+                    {"throttle": reassign_throttle.initial(throttle, user.get_username(), reason)}
+                    if throttle is not None
+                    else {}
+                ),
             },
             reason=reason,
             preview=preview,
@@ -394,6 +405,34 @@ def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key:
 
 
 # ------------------------------------------------------------------------------------------------
+# throttle, changed live
+# ------------------------------------------------------------------------------------------------
+def change_throttle(user: Any, cluster: Cluster, target: Action, rate: Any, reason: str) -> dict[str, Any]:
+    """Change the replication throttle of a running reassignment to ``rate`` bytes/s (audited on
+    the reassignment with who and why). ``BadRequest`` (nothing written) for a rate that is not a
+    positive whole number, a missing reason, or a reassignment that is not running."""
+    try:
+        value = reassign_throttle.parse_rate(rate)
+    except reassign_throttle.ThrottleError as exc:
+        raise BadRequest(str(exc)) from None
+    reason = (reason or "").strip()
+    if not reason:
+        raise BadRequest("a reason is required")
+    if len(reason) > MAX_REASON:
+        raise BadRequest(f"the reason is longer than {MAX_REASON} characters")
+    if target.kind != Action.Kind.REASSIGNMENT or target.cluster != cluster.name:
+        raise BadRequest(f"action #{target.pk} is not a reassignment on {cluster.name}")
+    target.refresh_from_db()
+    if target.status not in RUNNING_STATES:
+        raise BadRequest(f"reassignment #{target.pk} is {target.status}: there is no throttle to change")
+    with cluster_store(cluster.zookeeper_connect) as store:
+        try:
+            return reassign_throttle.change_rate(target, store, value, user.get_username(), reason)
+        except reassign_throttle.ThrottleError as exc:
+            raise BadRequest(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------------------------
 # progress
 # ------------------------------------------------------------------------------------------------
 def requested_of(action: Action) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, tuple[int, ...]]]:
@@ -442,6 +481,11 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
     if Action.objects.filter(pk=action.pk, status=Action.Status.RUNNING).update(**updates):
         for field, value in updates.items():
             setattr(action, field, value)
+        if progress["done"]:
+            # Never left behind: the throttle goes with the reassignment's end (completion or cancel).
+            reassign_throttle.remove_for(
+                action, store, reassign_throttle.SYSTEM_USER, f"the reassignment finished ({action.status})"
+            )
     return progress
 
 
@@ -469,4 +513,5 @@ def progress_document(cluster: Cluster, action: Action) -> dict[str, Any]:
     else:
         progress = (action.outcome or {}).get("progress") or {}
     body["progress"] = {k: v for k, v in progress.items() if k != "samples"}
+    body["throttle"] = (action.parameters or {}).get("throttle") or None
     return body

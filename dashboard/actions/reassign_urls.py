@@ -10,4 +10,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("clusters/<slug:name>/reassign/", reassign_views.reassign, name="reassign"),
     path("clusters/<slug:name>/reassign/<int:pk>/", reassign_views.progress_page, name="reassign-progress"),
     path("clusters/<slug:name>/reassign/<int:pk>/cancel/", reassign_views.cancel, name="reassign-cancel"),
+    path("clusters/<slug:name>/reassign/<int:pk>/throttle/", reassign_views.throttle, name="reassign-throttle"),
 ]
