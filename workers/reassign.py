@@ -126,7 +126,12 @@ def run_execute(action: Action, store: ZkStore) -> Action:
         return _mark_written(action, outcome, "already taken by the controller after a redelivery")
     view = read_cluster_view(store, {tp.topic for tp in requested})
     view = type(view)(view.assignments, view.brokers, view.topics_being_deleted, None)
-    check = validate(to_kafka_json(requested), view, replace=bool(action.parameters.get("replace")))
+    check = validate(
+        to_kafka_json(requested),
+        view,
+        replace=bool(action.parameters.get("replace")),
+        allow_rf_change=bool(action.parameters.get("change_replication_factor")),
+    )
     if not check.ok:
         action.outcome = outcome
         _finish(action, Action.Status.REJECTED, "refused at execution: " + "; ".join(check.errors))

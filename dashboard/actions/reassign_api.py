@@ -27,6 +27,7 @@ from dashboard.actions.reassign_service import (
     check,
     clean_key,
     generate,
+    generate_rf,
     parse_ints,
     progress_document,
     record_rejection,
@@ -122,11 +123,23 @@ def generate_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     brokers = body.get("brokers")
     if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
         raise BadRequest('"topics" must be a list of topic names')
+    if "replication_factor" in body:
+        factor = body["replication_factor"]
+        if isinstance(factor, bool) or not isinstance(factor, int):
+            raise BadRequest(f'"replication_factor" must be a whole number, got {factor!r}')
+        return JsonResponse(generate_rf(cluster, topics, factor))
     if not isinstance(brokers, list):
         raise BadRequest('"brokers" must be a list of broker ids')
     if any(not isinstance(b, int) or isinstance(b, bool) for b in brokers):
         raise BadRequest('"brokers" must be a list of non-negative integers')
     return JsonResponse(generate(cluster, topics, parse_ints(brokers, "broker ids")))
+
+
+def _rf_change(body: dict[str, Any]) -> bool:
+    value = body.get("change_replication_factor", False)
+    if not isinstance(value, bool):
+        raise BadRequest('"change_replication_factor" must be true or false')
+    return value
 
 
 def _replace(body: dict[str, Any]) -> bool:
@@ -139,7 +152,7 @@ def _replace(body: dict[str, Any]) -> bool:
 @_api("POST", operate=True)
 def validate_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     body = _body(request)
-    checked = check(cluster, _document(body), _replace(body))
+    checked = check(cluster, _document(body), _replace(body), _rf_change(body))
     return JsonResponse(summary(checked), status=200 if checked.validation.ok else 400)
 
 
@@ -155,7 +168,16 @@ def execute_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
             throttle = reassign_throttle.parse_rate(body["throttle_bytes_per_s"])
         except reassign_throttle.ThrottleError as exc:
             raise BadRequest(str(exc)) from None
-    done = submit(request.user, cluster, _document(body), str(body.get("reason", "")), _replace(body), key, throttle)
+    done = submit(
+        request.user,
+        cluster,
+        _document(body),
+        str(body.get("reason", "")),
+        _replace(body),
+        key,
+        throttle,
+        _rf_change(body),
+    )
     return _action_json(cluster, done)
 
 

@@ -27,6 +27,7 @@ from dashboard.actions.reassign_service import (
     clean_key,
     current_table,
     generate,
+    generate_rf,
     parse_ints,
     submit,
     submit_cancel,
@@ -81,11 +82,18 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
         "idempotency_key": str(uuid.uuid4()),
         "cancel_note": cancel_unavailable(cluster),
         "throttle_mb_s": source.get("throttle_mb_s", ""),
+        "rf_change": source.get("change_replication_factor") in ("1", "on", "true"),
+        "replication_factor": source.get("replication_factor", ""),
     }
     status = 200
     try:
         context["chosen_brokers"] = parse_ints(source.getlist("brokers"), "broker ids")
-        if request.method == "GET" and source.get("generate") == "current":
+        if request.method == "GET" and source.get("generate") == "rf":
+            proposal = generate_rf(cluster, chosen_topics, source.get("replication_factor", ""))
+            context["proposal"] = proposal
+            context["document"] = json.dumps(proposal["request"], indent=1)
+            context["rf_change"] = True
+        elif request.method == "GET" and source.get("generate") == "current":
             proposal = current_table(cluster, chosen_topics)
             context["proposal"] = proposal
             context["document"] = json.dumps(proposal["request"], indent=1)
@@ -94,7 +102,7 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
             context["proposal"] = proposal
             context["document"] = json.dumps(proposal["request"], indent=1)
         elif request.method == "POST" and source.get("op") == "validate":
-            checked = check(cluster, context["document"], context["replace"])
+            checked = check(cluster, context["document"], context["replace"], context["rf_change"])
             context["validation"] = summary(checked)
             if not checked.validation.ok:
                 context["errors"] = checked.validation.errors
@@ -106,7 +114,14 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
             except reassign_throttle.ThrottleError as exc:
                 raise BadRequest(str(exc)) from None
             done = submit(
-                request.user, cluster, context["document"], context["reason"], context["replace"], key, throttle
+                request.user,
+                cluster,
+                context["document"],
+                context["reason"],
+                context["replace"],
+                key,
+                throttle,
+                context["rf_change"],
             )
             if not done.errors or not done.created:
                 if done.action.status == Action.Status.REJECTED:
