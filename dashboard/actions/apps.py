@@ -19,6 +19,7 @@ class ActionsConfig(AppConfig):
         user_login_failed.connect(signals.login_failed, dispatch_uid="actions-audit-login-failed")
 
         imports = tuple(app.conf.imports or ())
-        missing = tuple(m for m in ("workers.actions", "workers.reassign", "workers.retention") if m not in imports)
+        wanted = ("workers.actions", "workers.reassign", "workers.retention", "workers.catchup_election")
+        missing = tuple(m for m in wanted if m not in imports)
         if missing:
             app.conf.imports = (*imports, *missing)
