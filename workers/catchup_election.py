@@ -28,7 +28,7 @@ from django.utils import timezone
 from controller_core.errors import ZkOperationError
 from controller_core.model import TopicPartition
 from controller_core.zk.store import ZkStore
-from dashboard.actions import election_catchup
+from dashboard.actions import election_catchup, movement_audit
 from dashboard.actions.models import Action
 from dashboard.actions.zk import cluster_store
 from workers.action_lease import LeaseLost, begin_run, status_of
@@ -89,6 +89,8 @@ def run_catch_up(
     started = action.started.timestamp() if action.started is not None else clock()
     epoch = store.get_controller_epoch()
     action.controller_epoch = epoch.epoch if epoch is not None else None
+    if "before" not in outcome:
+        outcome["before"] = movement_audit.snapshot(store, rows)
     while True:
         remaining = [tp for tp in sorted(rows) if _name(tp) not in done]
         # A partition requested by an earlier copy: look whether it moved rather than request it again.
@@ -145,6 +147,9 @@ def run_catch_up(
         outcome.update(elected=done, waiting=waiting, catch_up=catch_up.as_dict())
         action.outcome = outcome
         _save(action, "outcome", "controller_epoch")
+        if not waiting or clock() - started >= catch_up.timeout_s:
+            outcome["after"] = movement_audit.snapshot(store, rows)
+            action.outcome = outcome
         if not waiting:
             failed = [k for k, v in done.items() if str(v["outcome"]).startswith("not")]
             action.status = Action.Status.PARTIAL if failed else Action.Status.SUCCEEDED

@@ -52,7 +52,7 @@ from controller_core.protocol.messages import (
 )
 from controller_core.reassign_plan import to_kafka_json, validate
 from controller_core.zk.store import ZkStore
-from dashboard.actions import reassign_throttle
+from dashboard.actions import movement_audit, reassign_throttle
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
 from dashboard.actions.reassign_service import refresh, requested_of
@@ -137,6 +137,7 @@ def run_execute(action: Action, store: ZkStore) -> Action:
         _finish(action, Action.Status.REJECTED, "refused at execution: " + "; ".join(check.errors))
         return action
     outcome["writing"] = True
+    outcome.setdefault("before", movement_audit.snapshot(store, requested))
     action.outcome = outcome
     _save(action, "outcome", "controller_epoch")
     # The throttle first, as kafka-reassign-partitions --throttle does: no copy starts unthrottled.

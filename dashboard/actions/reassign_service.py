@@ -36,7 +36,7 @@ from controller_core.reassign_plan import (
     validate,
 )
 from controller_core.zk.store import ZkStore
-from dashboard.actions import reassign_progress, reassign_rf, reassign_throttle
+from dashboard.actions import movement_audit, reassign_progress, reassign_rf, reassign_throttle
 from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.models import Action
 from dashboard.actions.reassign_cluster import (
@@ -513,6 +513,7 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
     outcome = {**(action.outcome or {}), "progress": progress}
     updates: dict[str, Any] = {"outcome": outcome}
     if progress["done"]:
+        outcome["after"] = movement_audit.from_rows(progress["partitions"])
         status, error = reassign_progress.final_status(progress)
         finished = timezone.now()
         updates.update(status=status, error=error, finished=finished)

@@ -16,7 +16,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.actions import history, listing, roles
+from dashboard.actions import history, listing, movement_audit, roles
 from dashboard.actions.election_submit import (
     MAX_REASON,
     TASK_NAME,
@@ -171,6 +171,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "live": action.status in (Action.Status.QUEUED, Action.Status.RUNNING),
             "changes": changes[:500],
             "changes_total": changes.count(),
+            "movement": movement_audit.rows(action),
+            "throttle_events": movement_audit.throttle_events(action),
         },
     )
 

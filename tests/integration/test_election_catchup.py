@@ -129,6 +129,11 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     (entry,) = action.outcome["elected"].values()
     assert entry["outcome"] == "elected" and entry["leader"] == 1
     assert action.parameters["catch_up"] == {"min_isr_s": min_isr_s, "max_lag": 400, "timeout_s": 60.0}
+    assert action.outcome["before"]["orders-0"]["leader"] == 2
+    assert action.outcome["after"]["orders-0"]["leader"] == 1
+    assert action.outcome["after"]["orders-0"]["replicas"] == [1, 2]
+    audit = operator.get(f"/actions/{action_id}/").content.decode()
+    assert "Partitions before and after" in audit
 
 
 def test_an_election_that_cannot_catch_up_times_out_and_says_why(

@@ -172,6 +172,12 @@ def test_a_throttled_move_copies_at_the_rate_changes_live_and_leaves_no_throttle
     assert config(zk, "brokers", "3") == {}
     page = operator.get(f"/actions/clusters/{NAME}/reassign/{action_id}/").content.decode()
     assert "quiet hours" in page and "removed" in page
+    # the audit page: per partition before/after, and every throttle event with who and why
+    audit = operator.get(f"/actions/{action_id}/").content.decode()
+    assert "Partitions before and after" in audit and "quiet hours" in audit and "(system)" in audit
+    assert action.outcome["before"]["orders-0"]["replicas"] == [1, 2]
+    assert action.outcome["before"]["orders-0"]["leader"] == 1
+    assert action.outcome["after"]["orders-0"] == {"replicas": [1, 3], "leader": 1, "isr": [1, 3]}
 
 
 def test_cancel_removes_the_throttle_and_the_beat_removes_orphans(
