@@ -151,3 +151,39 @@ def test_an_election_that_cannot_catch_up_times_out_and_says_why(
     action = Action.objects.get(pk=action_id)
     assert action.error.startswith("timed out after 3 s waiting for catch-up; 1 partition(s) not moved (orders-0:")
     assert state(zk)[0] == 2  # nothing moved
+
+
+def test_the_auto_rebalance_waits_for_the_preferred_replica_to_be_warm(
+    zk: KazooClient, agents: Agents, candidates: Candidates
+) -> None:
+    """``leader_imbalance_min_isr_seconds``: the controller's own rebalance (checking every second)
+    moves leadership back only after the returning replica has been in an unchanged ISR that long."""
+    min_isr_s = 5.0
+    agents.start(1, "--produce-rate", "200", "--zookeeper-session-timeout-ms", "4000")
+    agents.start(2, "--produce-rate", "200")
+    candidates.start(
+        100,
+        first_rebalance_delay_seconds=1.0,
+        leader_imbalance_check_interval_seconds=1.0,
+        leader_imbalance_per_broker_percentage=0,
+        leader_imbalance_min_isr_seconds=min_isr_s,
+    )
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    ZkStore(zk).create_topic("orders", {0: [1, 2]})
+    wait_for(lambda: zk.exists(paths.partition_state_path(T0)) is not None, what="the partition state")
+    wait_for(lambda: state(zk) == (1, (1, 2)), timeout=30, what="both in the ISR")
+    agents.started[0].signal(signal.SIGSTOP)
+    wait_for(lambda: state(zk)[0] == 2, timeout=30, what="leadership moved to 2")
+    agents.started[0].signal(signal.SIGCONT)
+    joined = 0.0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        leader, isr = state(zk)
+        if 1 in isr and not joined:
+            joined = time.monotonic()
+        if leader == 1:
+            break
+        time.sleep(0.05)
+    moved = time.monotonic()
+    assert state(zk)[0] == 1, "the rebalance never moved leadership back"
+    assert joined and moved - joined >= min_isr_s - 0.3, f"moved {moved - joined:.1f} s after rejoining"
