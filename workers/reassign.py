@@ -150,6 +150,9 @@ def run_execute(action: Action, store: ZkStore) -> Action:
             return _mark_written(action, outcome, "written by a concurrent delivery of this action")
         outcome.pop("writing", None)
         action.outcome = outcome
+        reassign_throttle.remove_for(
+            action, store, reassign_throttle.SYSTEM_USER, "the reassignment was refused: another was written first"
+        )
         _finish(action, Action.Status.REJECTED, "refused: another reassignment was written first; nothing written")
         return action
     return _mark_written(action, outcome, "written")
