@@ -6,7 +6,8 @@ Per partition the state is one of:
 * ``copying``: the topic znode has adding/removing replicas; each new replica's log end offset is
   compared with the leader's (from the broker agents) to show its lag, its catch-up rate (lag
   shrinking per second between two samples, smoothed) and an ETA (lag / rate), and the bytes it
-  holds and its copy rate (bytes/s, smoothed), summed per receiving broker against the throttle;
+  holds and its copy rate (bytes/s, averaged from the first sample that saw it copying), summed per
+  receiving broker against the throttle;
 * ``complete``: the replicas are the target and nothing is being added or removed;
 * ``reverted``: back on the original replicas and no longer requested (cancelled, or refused by the
   controller);
@@ -130,21 +131,15 @@ def compute(
                         observed = (float(old["lag"]) - lag) / (now - float(prev_time))
                         rate = observed if rate is None else RATE_SMOOTHING * observed + (1 - RATE_SMOOTHING) * rate
                     copied = _copied_bytes(agents, leader, broker, tp, leo)
-                    copy_rate = old.get("copy_rate") if isinstance(old, dict) else None
-                    old_copied = old.get("copied") if isinstance(old, dict) else None
-                    if (
-                        copied is not None
-                        and isinstance(old_copied, int)
-                        and isinstance(prev_time, int | float)
-                        and now > prev_time
-                    ):
-                        observed_copy = max(0.0, (copied - old_copied) / (now - float(prev_time)))
-                        copy_rate = (
-                            observed_copy
-                            if copy_rate is None
-                            else RATE_SMOOTHING * observed_copy + (1 - RATE_SMOOTHING) * copy_rate
-                        )
-                    samples[key] = {"lag": lag, "rate": rate, "copied": copied, "copy_rate": copy_rate}
+                    # The copy rate is measured over the copy so far (from the first sample that saw
+                    # this replica), not between two polls: a throttle grants whole messages in bursts.
+                    since = old.get("since") if isinstance(old, dict) else None
+                    if copied is not None and not (isinstance(since, list) and len(since) == 2):
+                        since = [now, copied]
+                    copy_rate = None
+                    if copied is not None and since is not None and now - float(since[0]) >= 1.0:
+                        copy_rate = max(0.0, (copied - float(since[1])) / (now - float(since[0])))
+                    samples[key] = {"lag": lag, "rate": rate, "copied": copied, "since": since}
                     item["copied_bytes"] = copied
                     item["copy_rate_bytes_s"] = None if copy_rate is None else round(copy_rate)
                     if copy_rate is not None:

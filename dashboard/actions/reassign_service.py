@@ -513,6 +513,11 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
     outcome = {**(action.outcome or {}), "progress": progress}
     updates: dict[str, Any] = {"outcome": outcome}
     if progress["done"]:
+        # Never left behind: the throttle goes first, so a finished reassignment has none (a failure
+        # here leaves it running and the next refresh tries again).
+        reassign_throttle.remove_for(
+            action, store, reassign_throttle.SYSTEM_USER, "the reassignment finished (all partitions settled)"
+        )
         outcome["after"] = movement_audit.from_rows(progress["partitions"])
         status, error = reassign_progress.final_status(progress)
         finished = timezone.now()
@@ -522,11 +527,6 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
     if Action.objects.filter(pk=action.pk, status=Action.Status.RUNNING).update(**updates):
         for field, value in updates.items():
             setattr(action, field, value)
-        if progress["done"]:
-            # Never left behind: the throttle goes with the reassignment's end (completion or cancel).
-            reassign_throttle.remove_for(
-                action, store, reassign_throttle.SYSTEM_USER, f"the reassignment finished ({action.status})"
-            )
     return progress
 
 
