@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.live_stack import PASSWORD
@@ -112,3 +113,53 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
     for broker in (1, 2, 3):
         config = codecs.decode_entity_config(stack.zk.get(f"/config/brokers/{broker}")[0])
         assert config == {}
+
+
+def test_a_preferred_election_that_waits_for_catch_up_then_moves(stack: Stack) -> None:
+    """Reordering orders-0's replicas to [2, 1] makes 2 its preferred replica while 1 still leads,
+    and rewrites its state (a new leader epoch): an election asked to wait 8 s in an unchanged ISR
+    shows it waiting, then moves it by itself."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(stack.url + "/accounts/login/")
+            page.fill("#id_username", "olive")
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(stack.url + "/")
+
+            page.goto(stack.url + "/actions/clusters/e2e/reassign/")
+            page.fill("#reassignment", '{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[2,1]}]}')
+            page.fill('textarea[name="reason"]', "make 2 the preferred leader of orders-0")
+            page.click("#execute")
+            page.wait_for_function(
+                "() => document.querySelector('#status').textContent.trim() === 'succeeded'", timeout=60_000
+            )
+
+            page.goto(stack.url + "/actions/clusters/e2e/preferred-election/")
+            page.select_option('select[name="scope"]', "partition")
+            page.fill('input[name="topic"]', "orders")
+            page.fill('input[name="partition"]', "0")
+            page.check("#catch_up")
+            page.fill("#min_isr_s", "8")
+            page.fill("#max_lag", "100000")
+            page.fill("#timeout_s", "60")
+            page.click("#preview")
+            page.wait_for_selector("#catch-up-summary")
+            assert page.text_content("#catch-up-summary").strip() == "0 would move now; 1 would wait."
+            assert "of the 8 s required" in page.text_content("#catch-up")
+            page.fill('textarea[name="reason"]', "leader back to 2 once warm")
+            page.click("#elect")
+            page.wait_for_selector("#action-summary")
+            page.wait_for_function(
+                "() => document.documentElement.dataset.actionStatus === 'succeeded'", timeout=60_000
+            )
+            page.reload()
+            assert "Partitions before and after" in page.text_content("#movement-panel")
+        finally:
+            browser.close()
+    state = codecs.decode_partition_state(stack.zk.get(paths.partition_state_path(TopicPartition("orders", 0)))[0], 0)
+    assert state.leader_and_isr.leader == 2
