@@ -21,6 +21,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: float = 300.0
     #: Kafka schedules the first rebalance check 5 s after failover.
     first_rebalance_delay_seconds: float = 5.0
+    #: Not Kafka's: the auto rebalance moves leadership to a preferred replica only once it has been
+    #: in an unchanged ISR this long (0 = at once, as Kafka does; controller_core.rebalance_catchup).
+    leader_imbalance_min_isr_seconds: float = 0.0
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
     #: Many writes per multi (off only for the "unbatched" benchmark baseline: one fenced write per
@@ -48,3 +51,8 @@ class ControllerConfig:
             raise ValueError("leader.imbalance.per.broker.percentage must be within 0..100")
         if self.leader_imbalance_check_interval_seconds <= 0:
             raise ValueError("leader.imbalance.check.interval.seconds must be positive")
+        if not self.leader_imbalance_min_isr_seconds >= 0:
+            raise ValueError(
+                "the auto rebalance's minimum time in the ISR must be >= 0 s, "
+                f"got {self.leader_imbalance_min_isr_seconds}"
+            )

@@ -88,6 +88,7 @@ from controller_core.partition_state_machine import PartitionStateMachine, parse
 from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
 from controller_core.protocol.messages import ErrorCode
 from controller_core.reassignment import ReassignmentManager
+from controller_core.rebalance_catchup import IsrTenure
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
@@ -249,6 +250,8 @@ class Controller:
         self._suspension_lock = threading.Lock()
         self._suspension_timer: threading.Timer | None = None
         self._rebalance_timer: threading.Timer | None = None
+        #: Auto rebalance that waits for catch-up (``leader_imbalance_min_isr_seconds``).
+        self._isr_tenure = IsrTenure()
         self._started = False
 
     # -- wiring ---------------------------------------------------------------------------------
@@ -954,10 +957,8 @@ class Controller:
     def _on_auto_preferred_replica_leader_election(self, event: AutoPreferredReplicaLeaderElection) -> None:
         if not self.is_active:
             return
-        try:
-            self._check_and_trigger_auto_leader_rebalance()
-        finally:
-            self._schedule_rebalance(self.config.leader_imbalance_check_interval_seconds)
+        self._schedule_rebalance(self.config.leader_imbalance_check_interval_seconds)
+        self._check_and_trigger_auto_leader_rebalance()  # may schedule the next check sooner
 
     def _check_and_trigger_auto_leader_rebalance(self) -> None:
         ctx = self.ctx
@@ -969,6 +970,8 @@ class Controller:
             by_preferred.setdefault(assignment.replicas[0], []).append(tp)
         threshold = self.config.leader_imbalance_per_broker_percentage / 100
         online = ctx.live_broker_ids
+        min_isr_s = self.config.leader_imbalance_min_isr_seconds
+        held_back = False
         candidates: list[TopicPartition] = []
         for broker, partitions in by_preferred.items():
             not_preferred = [
@@ -986,7 +989,14 @@ class Controller:
                     and broker in online
                     and broker in info.leader_and_isr.isr
                 ):
+                    if min_isr_s > 0 and not self._isr_tenure.ready(
+                        tp, info.leader_and_isr, broker, min_isr_s, self._clock()
+                    ):
+                        held_back = True  # not warm yet: the next check comes sooner
+                        continue
                     candidates.append(tp)
+        if held_back:
+            self._schedule_rebalance(min(min_isr_s, self.config.leader_imbalance_check_interval_seconds))
         if candidates:
             self.partition_sm.handle_state_changes(candidates, _P.ONLINE, PreferredStrategy())
 

@@ -484,8 +484,12 @@ def parse_document(raw: str | bytes | Mapping[str, Any]) -> tuple[Any, str | Non
         return None, f"the reassignment is not valid JSON: {exc}"
 
 
-def validate(document: Any, cluster: ClusterView, *, replace: bool = False) -> Validation:
-    """Every problem with ``document`` (Kafka's reassignment JSON, parsed) against ``cluster``."""
+def validate(
+    document: Any, cluster: ClusterView, *, replace: bool = False, allow_rf_change: bool = False
+) -> Validation:
+    """Every problem with ``document`` (Kafka's reassignment JSON, parsed) against ``cluster``.
+    A partition's replica count may differ from its replication factor only with ``allow_rf_change``
+    (a replication-factor change the operator asked for explicitly)."""
     v = Validation()
     if not isinstance(document, Mapping):
         v.add('the reassignment must be a JSON object like {"version":1,"partitions":[...]}')
@@ -506,7 +510,7 @@ def validate(document: Any, cluster: ClusterView, *, replace: bool = False) -> V
     seen: set[TopicPartition] = set()
     topics = cluster.topics
     for i, entry in enumerate(entries):
-        _validate_entry(v, i, entry, cluster, topics, seen, replace)
+        _validate_entry(v, i, entry, cluster, topics, seen, replace, allow_rf_change)
     if v.partitions:
         size = encoded_size(v.partitions)
         if size > MAX_ZNODE_BYTES:
@@ -528,7 +532,14 @@ def validate(document: Any, cluster: ClusterView, *, replace: bool = False) -> V
 
 
 def _validate_entry(
-    v: Validation, i: int, entry: Any, cluster: ClusterView, topics: set[str], seen: set[TopicPartition], replace: bool
+    v: Validation,
+    i: int,
+    entry: Any,
+    cluster: ClusterView,
+    topics: set[str],
+    seen: set[TopicPartition],
+    replace: bool,
+    allow_rf_change: bool = False,
 ) -> None:
     where = f"partitions[{i}]"
     if not isinstance(entry, Mapping):
@@ -592,8 +603,11 @@ def _validate_entry(
         v.add(f"{name}: unknown broker(s) {', '.join(map(str, unknown))} (registered brokers: {known})")
         return
     rf = len(current.target_replicas if current.is_being_reassigned else current.replicas)
-    if len(replicas) != rf:
-        v.add(f"{name}: the replication factor would change from {rf} to {len(replicas)}; keep {rf} replicas")
+    if len(replicas) != rf and not allow_rf_change:
+        v.add(
+            f"{name}: the replication factor would change from {rf} to {len(replicas)}; keep {rf} replicas "
+            "(or ask for a replication-factor change)"
+        )
         return
     if current.is_being_reassigned:
         if not replace:

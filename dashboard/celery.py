@@ -16,7 +16,10 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-TASK_MODULES: Final = {"workers": ("actions", "audit", "reassign", "retention"), "workers.analytics": ("tasks",)}
+TASK_MODULES: Final = {
+    "workers": ("actions", "audit", "catchup_election", "reassign", "retention"),
+    "workers.analytics": ("tasks",),
+}
 """Package -> modules holding tasks besides the installed apps' ``tasks``."""
 
 app = Celery("dashboard")

@@ -240,6 +240,8 @@ CELERY_BEAT_SCHEDULE = {
     "audit-retention": {"task": "workers.retention.cleanup", "schedule": crontab(hour=1, minute=15)},
     # Admin tasks whose worker died after a duplicate delivery was acked: re-queued (workers.actions).
     "actions-recover-stalled": {"task": "workers.actions.recover_stalled", "schedule": 15.0},
+    # Issue #29: replication throttles of finished reassignments still in ZooKeeper are removed, audited.
+    "reassign-orphan-throttles": {"task": "workers.reassign.remove_orphan_throttles", "schedule": 60.0},
 }
 # Audit rows (actions and ingested state changes) older than this are deleted by that task.
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)

@@ -61,6 +61,7 @@ def config_from_environment(
         leader_imbalance_per_broker_percentage=env_int("CONTROLLER_IMBALANCE_PERCENTAGE", 10),
         unclean_leader_election_enable=env_bool("CONTROLLER_UNCLEAN_ELECTION", False),
         auto_leader_rebalance_enable=env_bool("CONTROLLER_AUTO_REBALANCE", True),
+        leader_imbalance_min_isr_seconds=float(env_int("CONTROLLER_REBALANCE_MIN_ISR_S", 0)),
         request_timeout_s=float(env_int("CONTROLLER_REQUEST_TIMEOUT_S", 30)),
     )
     return cluster_name, config

@@ -52,9 +52,11 @@ from controller_core.protocol.messages import (
 )
 from controller_core.reassign_plan import to_kafka_json, validate
 from controller_core.zk.store import ZkStore
+from dashboard.actions import reassign_throttle
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
 from dashboard.actions.reassign_service import refresh, requested_of
 from dashboard.actions.zk import cluster_store
+from dashboard.audit import movement as movement_audit
 from dashboard.audit.models import Action
 from workers.action_lease import LeaseLost, RunLease, begin_run, status_of
 
@@ -125,14 +127,22 @@ def run_execute(action: Action, store: ZkStore) -> Action:
         return _mark_written(action, outcome, "already taken by the controller after a redelivery")
     view = read_cluster_view(store, {tp.topic for tp in requested})
     view = type(view)(view.assignments, view.brokers, view.topics_being_deleted, None)
-    check = validate(to_kafka_json(requested), view, replace=bool(action.parameters.get("replace")))
+    check = validate(
+        to_kafka_json(requested),
+        view,
+        replace=bool(action.parameters.get("replace")),
+        allow_rf_change=bool(action.parameters.get("change_replication_factor")),
+    )
     if not check.ok:
         action.outcome = outcome
         _finish(action, Action.Status.REJECTED, "refused at execution: " + "; ".join(check.errors))
         return action
     outcome["writing"] = True
+    outcome.setdefault("before", movement_audit.snapshot(store, requested))
     action.outcome = outcome
     _save(action, "outcome", "controller_epoch")
+    # The throttle first, as kafka-reassign-partitions --throttle does: no copy starts unthrottled.
+    reassign_throttle.apply_at_start(action, store)
     try:
         store.create_partition_reassignment_request(requested)
     except ZkOperationError:
@@ -141,6 +151,9 @@ def run_execute(action: Action, store: ZkStore) -> Action:
             return _mark_written(action, outcome, "written by a concurrent delivery of this action")
         outcome.pop("writing", None)
         action.outcome = outcome
+        reassign_throttle.remove_for(
+            action, store, reassign_throttle.SYSTEM_USER, "the reassignment was refused: another was written first"
+        )
         _finish(action, Action.Status.REJECTED, "refused: another reassignment was written first; nothing written")
         return action
     return _mark_written(action, outcome, "written")
@@ -362,3 +375,30 @@ def _cancel_leased(task: Any, action: Action, connect: str | None) -> None:
         if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
             raise task.retry(exc=exc, countdown=2) from exc
         _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(name="workers.reassign.remove_orphan_throttles")
+def remove_orphan_throttles(limit: int = 100) -> int:
+    """Beat task: remove the throttle of every finished reassignment that still has one (its end was
+    recorded while ZooKeeper was unreachable, or by a process that died before removing it), and
+    audit that it did (a "removed" event by ``(system)`` on the reassignment). Returns how many."""
+    from dashboard.clusters.models import Cluster
+
+    removed = 0
+    for action in reassign_throttle.orphaned(limit):
+        cluster = Cluster.objects.filter(name=action.cluster).first()
+        if cluster is None:
+            continue
+        try:
+            with cluster_store(str(cluster.zookeeper_connect)) as store:
+                if reassign_throttle.remove_for(
+                    action,
+                    store,
+                    reassign_throttle.SYSTEM_USER,
+                    f"orphaned throttle of a finished reassignment ({action.status}) removed by the beat clean-up",
+                ):
+                    removed += 1
+                    logger.info("removed the orphaned throttle of reassignment #%s on %s", action.pk, action.cluster)
+        except Exception as exc:  # the next beat tries again
+            logger.warning("orphaned throttle of reassignment #%s: %s", action.pk, exc)
+    return removed

@@ -8,6 +8,8 @@ One module per job (docs/broker-agent.md):
 * ``replica_manager``  -- request validation (reference §6.5) and the broker's partitions;
 * ``metadata_cache``   -- what UpdateMetadata says about the cluster;
 * ``fetcher``          -- follower fetching, one thread per source leader;
+* ``throttle``         -- replication throttles (KIP-73): config formats and byte-rate quotas;
+* ``dynamic_config``   -- the `/config/changes` listener that keeps the throttles current;
 * ``alter_isr``        -- ISR proposals to the controller; ``controller_client`` finds it;
 * ``producer``         -- the synthetic produce load;
 * ``registration``     -- ``/brokers/ids/<id>`` and re-registration after session expiry;

@@ -41,6 +41,7 @@ from controller_core.broker.api import BrokerApi
 from controller_core.broker.checkpoint import load_logs, save_logs
 from controller_core.broker.config import BrokerConfig
 from controller_core.broker.controller_client import ControllerClient, ControllerUnavailableError
+from controller_core.broker.dynamic_config import ConfigChangeListener
 from controller_core.broker.fetcher import ReplicaFetcherManager
 from controller_core.broker.producer import SyntheticProducer
 from controller_core.broker.registration import BrokerRegistrar
@@ -93,6 +94,7 @@ class BrokerAgent:
         self.alter_isr: AlterIsrManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.producer: SyntheticProducer | None = None
+        self.config_listener: ConfigChangeListener | None = None
         self._tasks_stopped = threading.Event()
         self._tasks: threading.Thread | None = None
         self._abort_controlled_shutdown = threading.Event()
@@ -153,6 +155,8 @@ class BrokerAgent:
             )
             self.replicas.isr_proposer = self.alter_isr
             if not config.lightweight:
+                self.config_listener = ConfigChangeListener(self.zk, self.replicas.throttles)
+                self.config_listener.start()
                 self.fetchers = ReplicaFetcherManager(self.replicas, config, lambda: self.replicas.broker_epoch)
                 self.replicas.fetchers = self.fetchers
             self.registrar = BrokerRegistrar(self.zk, store, self.registration(), self.replicas.set_broker_epoch)
@@ -265,6 +269,8 @@ class BrokerAgent:
             self.controlled_shutdown_succeeded = self.controlled_shutdown()
         if self.producer is not None:
             self.producer.stop()
+        if self.config_listener is not None:
+            self.config_listener.stop()
         if self.fetchers is not None:
             self.fetchers.shutdown()
         if self.alter_isr is not None:
@@ -329,4 +335,5 @@ class BrokerAgent:
         d["alter_isr"] = None if self.alter_isr is None else self.alter_isr.stats()
         d["fetchers"] = [] if self.fetchers is None else self.fetchers.stats()
         d["producer"] = None if self.producer is None else self.producer.stats()
+        d["throttles"] = self.replicas.throttles.snapshot()
         return d

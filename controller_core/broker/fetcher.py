@@ -15,6 +15,10 @@ PLAINTEXT listener:
   ``replica_fetch_wait_ms`` before the next round, as a leader would hold the fetch in Kafka.
 
 Catch-up takes real time: each partition gets at most ``replica.fetch.max.bytes`` per round.
+
+Follower throttle (KIP-73, ``throttle``): a partition followed from outside the ISR with a follower
+throttle on it asks for at most what the broker's follower quota grants now and is left out of the
+round when the quota is exhausted; what the leader did not send is given back to the quota.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Protocol
 
 from controller_core.broker.config import BrokerConfig
 from controller_core.broker.replica_manager import FollowerFetchOutcome
+from controller_core.broker.throttle import ThrottleState
 from controller_core.model import TopicPartition
 from controller_core.protocol.client import HttpStatusError, JsonConnection
 from controller_core.protocol.messages import (
@@ -45,6 +50,11 @@ logger = logging.getLogger(__name__)
 
 class FollowerReplicas(Protocol):
     """The replica manager's follower side."""
+
+    @property
+    def throttles(self) -> ThrottleState: ...
+
+    def throttled_followers(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]: ...
 
     def follower_positions(
         self, leader_id: int, partitions: Iterable[TopicPartition]
@@ -170,11 +180,26 @@ class ReplicaFetcherThread:
             # Not following this leader any more; the replica manager is about to remove them.
             self._stopped.wait(self._config.replica_fetch_wait_ms / 1000.0)
             return None
+        sizes = {tp: self._config.replica_fetch_max_bytes for tp in positions}
+        throttled = self._replicas.throttled_followers(positions)
+        if throttled:
+            quota = self._replicas.throttles.follower
+            unit = self._config.message_size_bytes
+            for tp in throttled:
+                sizes[tp] = quota.acquire(sizes[tp], unit)
+                if sizes[tp] <= 0:
+                    del positions[tp]
+            if not positions:
+                # Everything due is throttled and the quota is spent: wait for it to refill.
+                self._stopped.wait(
+                    min(max(quota.seconds_until(unit), 0.005), self._config.replica_fetch_wait_ms / 1000.0)
+                )
+                return None
         request = FetchRequest(
             replica_id=self._config.broker_id,
             max_bytes=self._config.replica_fetch_response_max_bytes,
             partitions=tuple(
-                FetchPartition(tp.topic, tp.partition, offset, epoch, log_start, self._config.replica_fetch_max_bytes)
+                FetchPartition(tp.topic, tp.partition, offset, epoch, log_start, sizes[tp])
                 for tp, (offset, epoch, log_start) in positions.items()
             ),
             broker_epoch=self._broker_epoch(),
@@ -183,6 +208,8 @@ class ReplicaFetcherThread:
             body = self._connection.post(FETCH_PATH, encode(request))
             response = decode(body, FetchResponse, "fetch response")
         except (OSError, http.client.HTTPException, HttpStatusError, ValueError) as exc:
+            for tp in throttled & positions.keys():
+                self._replicas.throttles.follower.refund(sizes[tp])
             if self._stopped.is_set():
                 return None
             self.errors += 1
@@ -200,6 +227,10 @@ class ReplicaFetcherThread:
             return None
         self.fetches += 1
         self.last_error = None
+        if throttled:
+            received = {(p.topic, p.partition): p.records_bytes for p in response.partitions}
+            for tp in throttled & positions.keys():
+                self._replicas.throttles.follower.refund(sizes[tp] - received.get((tp.topic, tp.partition), 0))
         outcome = self._replicas.apply_fetch_response(self.leader_id, positions, response)
         self.records += outcome.records
         if outcome.failed:

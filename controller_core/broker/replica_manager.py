@@ -47,6 +47,7 @@ from controller_core.broker.partition import (
     Partition,
     Role,
 )
+from controller_core.broker.throttle import ThrottleState
 from controller_core.gc_policy import gc_paused
 from controller_core.model import EPOCH_DURING_DELETE, NO_BROKER_EPOCH, NO_EPOCH, TopicPartition
 from controller_core.protocol.messages import (
@@ -137,6 +138,10 @@ class ReplicaManager:
         self.logs: dict[TopicPartition, ReplicaLog] = dict(logs or {})
         self.partitions: dict[TopicPartition, Partition] = {}
         self.metadata = MetadataCache()
+        #: Replication throttles (KIP-73), kept current by the config-change listener.
+        self.throttles = ThrottleState(config.broker_id, clock)
+        #: Follower side: the leader's HW minus our log end after the last fetch (Kafka's fetch lag).
+        self._fetch_lag: dict[TopicPartition, int] = {}
         self.topic_ids: dict[str, str] = {}
         self.broker_epoch = NO_BROKER_EPOCH
         self.controller_epoch = 0
@@ -325,6 +330,7 @@ class ReplicaManager:
                 unavailable += 1
                 continue
             if partition.make_follower(state):
+                self._fetch_lag.pop(partition.topic_partition, None)
                 restart.setdefault(state.leader, []).append(partition.topic_partition)
         if unavailable:
             logger.error(
@@ -379,6 +385,7 @@ class ReplicaManager:
                         del self.partitions[tp]
                         self.logs.pop(tp, None)
                         self.not_enough_replicas_by_partition.pop(tp, None)
+                        self._fetch_lag.pop(tp, None)
                     else:
                         self.partitions[tp].stop()
                 self._forget_unhosted_topic_ids({tp.topic for tp, delete in to_stop if delete})
@@ -439,6 +446,13 @@ class ReplicaManager:
                 if partition.update_follower_fetch_state(request.replica_id, fp.fetch_offset, fp.log_start_offset, now):
                     per_partition = default_per_partition if fp.max_bytes <= 0 else max(1, fp.max_bytes // size)
                     count = max(0, min(log.log_end_offset - fp.fetch_offset, per_partition, budget))
+                    if (
+                        count
+                        and request.replica_id not in partition.isr_state.isr
+                        and self.throttles.leader_throttled(tp)
+                    ):
+                        # KIP-73, leader side: a throttled replica outside the ISR gets what the quota allows.
+                        count = self.throttles.leader.acquire(count * size, size) // size
                     budget -= count
                     self._propose(partition.maybe_expand_isr(request.replica_id))
                     partition.maybe_increment_high_watermark()
@@ -471,6 +485,22 @@ class ReplicaManager:
                 if partition is not None and partition.role == Role.FOLLOWER and partition.leader_id == leader_id:
                     offset, epoch = partition.fetch_position()
                     out[tp] = (offset, epoch, partition.log.log_start_offset)
+        return out
+
+    def throttled_followers(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` this broker follows with a follower throttle on them and is not
+        caught up on (KIP-73, follower side). A follower counts itself in sync as Kafka's fetcher does
+        (``PartitionFetchState.isReplicaInSync``): its last fetch left it at the leader's high
+        watermark; before its first fetch it is not."""
+        out: set[TopicPartition] = set()
+        throttles = self.throttles
+        with self.lock:
+            for tp in partitions:
+                partition = self.partitions.get(tp)
+                if partition is None or partition.role != Role.FOLLOWER or not throttles.follower_throttled(tp):
+                    continue
+                if self._fetch_lag.get(tp, 1) > 0:
+                    out.add(tp)
         return out
 
     def apply_fetch_response(
@@ -520,6 +550,7 @@ class ReplicaManager:
                     records += data.record_count
                 log.maybe_increment_log_start_offset(data.log_start_offset)
                 log.high_watermark = data.high_watermark
+                self._fetch_lag[tp] = max(0, data.high_watermark - log.log_end_offset)
         return FollowerFetchOutcome(records, frozenset(failed))
 
     # ==============================================================================================

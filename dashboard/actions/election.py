@@ -96,14 +96,19 @@ class Plan:
     blocked: list[PlanRow]
     already_preferred: int
     live_brokers: tuple[int, ...]
+    #: With the catch-up option (``election_catchup.preview``): which move now, which wait and why.
+    catch_up: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "electable": [r.as_dict() for r in self.electable],
             "blocked": [r.as_dict() for r in self.blocked],
             "already_preferred": self.already_preferred,
             "live_brokers": list(self.live_brokers),
         }
+        if self.catch_up is not None:
+            out["catch_up"] = self.catch_up
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from dashboard.actions import election_catchup
 from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
 from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.zk import cluster_store
@@ -22,9 +23,10 @@ from dashboard.clusters.models import Cluster
 logger = logging.getLogger(__name__)
 
 TASK_NAME: Final = "workers.actions.preferred_election"
+CATCH_UP_TASK_NAME: Final = "workers.catchup_election.run"
 MAX_REASON: Final = 2000
 MAX_KEY: Final = 100
-PARAM_FIELDS: Final = ("scope", "topic", "partition", "broker")
+PARAM_FIELDS: Final = ("scope", "topic", "partition", "broker", "catch_up", "min_isr_s", "max_lag", "timeout_s")
 DUPLICATE: Final = "duplicate of action"
 
 
@@ -50,16 +52,31 @@ def params_of(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compute_plan(cluster: Cluster, data: Mapping[str, Any]) -> tuple[Scope, Plan]:
-    """Parse and preview; ``ValueError`` for bad input, ``ZooKeeperUnavailable`` when ZooKeeper fails."""
+    """Parse and preview; ``ValueError`` for bad input, ``ZooKeeperUnavailable`` when ZooKeeper fails.
+    With the catch-up option, the plan also says which partitions would move now and which wait."""
     scope = parse_scope(data)
+    catch_up = election_catchup.parse(data)
     try:
         with cluster_store(cluster.zookeeper_connect) as store:
-            return scope, read_plan(store, scope)
+            plan = read_plan(store, scope)
+            if catch_up is None:
+                return scope, plan
+            rows = candidates(plan)
+            conditions = election_catchup.read_conditions(store, rows)
+            return scope, replace(plan, catch_up=election_catchup.preview(catch_up, rows, conditions))
     except ValueError:
         raise
     except Exception as exc:  # connection loss, timeouts, no such chroot
         logger.warning("preview on %s failed: %s", cluster.name, exc)
         raise ZooKeeperUnavailable(f"could not read ZooKeeper: {exc.__class__.__name__} {exc}") from exc
+
+
+def candidates(plan: Plan) -> list[dict[str, Any]]:
+    """What a catch-up election may move: the electable partitions and those whose preferred replica
+    is live but not in the ISR yet (it may rejoin while the election waits)."""
+    rows = [r.as_dict() for r in plan.electable]
+    rows += [r.as_dict() for r in plan.blocked if election_catchup.waitable(r.blocked, r.preferred, plan.live_brokers)]
+    return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
 
 
 def clean_key(raw: Any) -> str:
@@ -122,7 +139,7 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
         outcome.error = "a reason is required"
     elif len(reason) > MAX_REASON:
         outcome.error = f"the reason is longer than {MAX_REASON} characters"
-    elif not plan.electable:
+    elif not plan.electable and not (plan.catch_up and (plan.catch_up["now"] or plan.catch_up["waiting"])):
         outcome.error = "nothing to elect: no partition in scope can get its preferred leader"
     if outcome.error:
         reject(user, cluster.name, params, reason[:MAX_REASON], outcome.error, key)
@@ -133,9 +150,9 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
             username=user.get_username(),
             cluster=cluster.name,
             kind=Action.Kind.PREFERRED_ELECTION,
-            parameters=scope.as_dict(),
+            parameters={**scope.as_dict(), **({"catch_up": plan.catch_up["option"]} if plan.catch_up else {})},
             reason=reason,
-            preview=plan.as_dict(),
+            preview=_preview_of(plan),
             status=Action.Status.QUEUED,
             idempotency_key=key,
         )
@@ -151,11 +168,23 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
     return Outcome(201, action=action, scope=scope, plan=plan, params=params)
 
 
+def _preview_of(plan: Plan) -> dict[str, Any]:
+    preview = plan.as_dict()
+    if plan.catch_up is not None:
+        # every partition the election may move, now or once caught up
+        preview["electable"] = sorted(
+            plan.catch_up["now"] + [{k: v for k, v in w.items() if k != "why"} for w in plan.catch_up["waiting"]],
+            key=lambda r: (r["topic"], r["partition"]),
+        )
+    return preview
+
+
 def _queue(action: Action) -> None:
     from dashboard.celery import app
 
+    task = CATCH_UP_TASK_NAME if (action.parameters or {}).get("catch_up") else TASK_NAME
     try:
-        result = app.send_task(TASK_NAME, args=[action.pk])
+        result = app.send_task(task, args=[action.pk])
     except Exception as exc:
         Action.objects.filter(pk=action.pk).update(
             status=Action.Status.FAILED, error=f"could not queue the task: {exc}"

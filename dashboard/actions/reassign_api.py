@@ -19,12 +19,15 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from dashboard.accounts import roles
+from dashboard.actions import reassign_throttle
 from dashboard.actions.reassign_service import (
     BadRequest,
     Submitted,
+    change_throttle,
     check,
     clean_key,
     generate,
+    generate_rf,
     parse_ints,
     progress_document,
     record_rejection,
@@ -121,11 +124,23 @@ def generate_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     brokers = body.get("brokers")
     if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
         raise BadRequest('"topics" must be a list of topic names')
+    if "replication_factor" in body:
+        factor = body["replication_factor"]
+        if isinstance(factor, bool) or not isinstance(factor, int):
+            raise BadRequest(f'"replication_factor" must be a whole number, got {factor!r}')
+        return JsonResponse(generate_rf(cluster, topics, factor))
     if not isinstance(brokers, list):
         raise BadRequest('"brokers" must be a list of broker ids')
     if any(not isinstance(b, int) or isinstance(b, bool) for b in brokers):
         raise BadRequest('"brokers" must be a list of non-negative integers')
     return JsonResponse(generate(cluster, topics, parse_ints(brokers, "broker ids")))
+
+
+def _rf_change(body: dict[str, Any]) -> bool:
+    value = body.get("change_replication_factor", False)
+    if not isinstance(value, bool):
+        raise BadRequest('"change_replication_factor" must be true or false')
+    return value
 
 
 def _replace(body: dict[str, Any]) -> bool:
@@ -138,7 +153,7 @@ def _replace(body: dict[str, Any]) -> bool:
 @_api("POST", operate=True)
 def validate_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     body = _body(request)
-    checked = check(cluster, _document(body), _replace(body))
+    checked = check(cluster, _document(body), _replace(body), _rf_change(body))
     return JsonResponse(summary(checked), status=200 if checked.validation.ok else 400)
 
 
@@ -148,8 +163,36 @@ def execute_view(request: HttpRequest, cluster: Cluster) -> JsonResponse:
     key = _key(request, body)
     if not isinstance(body.get("reason", ""), str):
         raise BadRequest('"reason" must be a string')
-    done = submit(request.user, cluster, _document(body), str(body.get("reason", "")), _replace(body), key)
+    throttle = None
+    if body.get("throttle_bytes_per_s") is not None:
+        try:
+            throttle = reassign_throttle.parse_rate(body["throttle_bytes_per_s"])
+        except reassign_throttle.ThrottleError as exc:
+            raise BadRequest(str(exc)) from None
+    done = submit(
+        request.user,
+        cluster,
+        _document(body),
+        str(body.get("reason", "")),
+        _replace(body),
+        key,
+        throttle,
+        _rf_change(body),
+    )
     return _action_json(cluster, done)
+
+
+@_api("POST", operate=True)
+def throttle_view(request: HttpRequest, cluster: Cluster, pk: int) -> JsonResponse:
+    """``{"throttle_bytes_per_s": <int>, "reason": "..."}``: change a running reassignment's throttle."""
+    body = _body(request)
+    target = get_object_or_404(Action, pk=pk, cluster=cluster.name, kind=Action.Kind.REASSIGNMENT)
+    if "throttle_bytes_per_s" not in body:
+        raise BadRequest('the body needs "throttle_bytes_per_s": a positive whole number of bytes per second')
+    if not isinstance(body.get("reason", ""), str):
+        raise BadRequest('"reason" must be a string')
+    throttle = change_throttle(request.user, cluster, target, body["throttle_bytes_per_s"], body.get("reason", ""))
+    return JsonResponse({"action": target.pk, "throttle": {k: v for k, v in throttle.items() if k != "plan"}})
 
 
 @_api("POST", operate=True)

@@ -5,7 +5,9 @@ Per partition the state is one of:
 * ``waiting``: still only in ``/admin/reassign_partitions``; the controller has not started it;
 * ``copying``: the topic znode has adding/removing replicas; each new replica's log end offset is
   compared with the leader's (from the broker agents) to show its lag, its catch-up rate (lag
-  shrinking per second between two samples, smoothed) and an ETA (lag / rate);
+  shrinking per second between two samples, smoothed) and an ETA (lag / rate), and the bytes it
+  holds and its copy rate (bytes/s, averaged from the first sample that saw it copying), summed per
+  receiving broker against the throttle;
 * ``complete``: the replicas are the target and nothing is being added or removed;
 * ``reverted``: back on the original replicas and no longer requested (cancelled, or refused by the
   controller);
@@ -37,6 +39,22 @@ def _leader_leo(entries: AgentEntries, leader: int, tp: TopicPartition) -> int |
     entry = by_tp.get(tp) if by_tp else None
     leo = entry.get("log_end_offset") if entry else None
     return leo if isinstance(leo, int) and leo >= 0 else None
+
+
+def _copied_bytes(entries: AgentEntries, leader: int, broker: int, tp: TopicPartition, leo: int) -> int | None:
+    """Bytes the new replica holds: its log from its start to its end, times the message size its
+    agent (or, failing that, the leader's) reports."""
+    own = entries.get(broker)
+    entry = own.get(tp) if own else None
+    lead = entries.get(leader)
+    lead_entry = lead.get(tp) if lead else None
+    size = (entry or {}).get("message_size_bytes") or (lead_entry or {}).get("message_size_bytes")
+    start = (entry or {}).get("log_start_offset")
+    if not isinstance(start, int) or start < 0:
+        start = (lead_entry or {}).get("log_start_offset")
+    if not isinstance(size, int) or not isinstance(start, int) or start < 0:
+        return None
+    return max(0, leo - start) * size
 
 
 def _follower_leo(
@@ -74,6 +92,7 @@ def compute(
     prev_samples: Mapping[str, Any] = (previous or {}).get("samples") or {}
     prev_time = (previous or {}).get("time")
     samples: dict[str, Any] = {}
+    per_broker: dict[int, float] = {}
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     for tp in sorted(requested, key=lambda t: (t.topic, t.partition)):
@@ -111,7 +130,20 @@ def compute(
                     if isinstance(old, dict) and isinstance(prev_time, int | float) and now > prev_time:
                         observed = (float(old["lag"]) - lag) / (now - float(prev_time))
                         rate = observed if rate is None else RATE_SMOOTHING * observed + (1 - RATE_SMOOTHING) * rate
-                    samples[key] = {"lag": lag, "rate": rate}
+                    copied = _copied_bytes(agents, leader, broker, tp, leo)
+                    # The copy rate is measured over the copy so far (from the first sample that saw
+                    # this replica), not between two polls: a throttle grants whole messages in bursts.
+                    since = old.get("since") if isinstance(old, dict) else None
+                    if copied is not None and not (isinstance(since, list) and len(since) == 2):
+                        since = [now, copied]
+                    copy_rate = None
+                    if copied is not None and since is not None and now - float(since[0]) >= 1.0:
+                        copy_rate = max(0.0, (copied - float(since[1])) / (now - float(since[0])))
+                    samples[key] = {"lag": lag, "rate": rate, "copied": copied, "since": since}
+                    item["copied_bytes"] = copied
+                    item["copy_rate_bytes_s"] = None if copy_rate is None else round(copy_rate)
+                    if copy_rate is not None:
+                        per_broker[broker] = per_broker.get(broker, 0.0) + copy_rate
                     item["rate"] = None if rate is None else round(rate, 3)
                     if lag == 0:
                         item["eta_s"] = 0.0
@@ -151,6 +183,9 @@ def compute(
         "total": len(rows),
         "eta_s": None if any(e is None for e in etas_all) else max(etas_all, default=0.0),
         "partitions": rows,
+        # Measured copy rate into each broker receiving new replicas (bytes/s), to set against the
+        # per-broker throttle.
+        "copy_rate_by_broker": {str(b): round(r) for b, r in sorted(per_broker.items())},
         "samples": samples,
     }
 

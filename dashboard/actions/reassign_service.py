@@ -36,7 +36,7 @@ from controller_core.reassign_plan import (
     validate,
 )
 from controller_core.zk.store import ZkStore
-from dashboard.actions import reassign_progress
+from dashboard.actions import reassign_progress, reassign_rf, reassign_throttle
 from dashboard.actions.idempotency import serialized_for
 from dashboard.actions.reassign_cluster import (
     agent_replicas,
@@ -47,6 +47,7 @@ from dashboard.actions.reassign_cluster import (
     read_leaders,
 )
 from dashboard.actions.zk import cluster_store
+from dashboard.audit import movement as movement_audit
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
@@ -121,6 +122,43 @@ def generate(cluster: Cluster, topics: Collection[str], brokers: Collection[int]
     return out
 
 
+def generate_rf(cluster: Cluster, topics: Collection[str], factor: Any) -> dict[str, Any]:
+    """A replication-factor change of ``topics`` to ``factor`` (``reassign_rf``), in the proposal's
+    shape; ``BadRequest`` for unknown topics, a factor below 1 or above the live brokers, mixed racks."""
+    names = sorted({t.strip() for t in topics if t and t.strip()})
+    if not names:
+        raise BadRequest("choose at least one topic")
+    with cluster_store(cluster.zookeeper_connect) as store:
+        registered = read_brokers(store)
+        try:
+            rf = reassign_rf.check_factor(factor, len(registered))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        existing = store.get_all_topics()
+        missing = [t for t in names if t not in existing]
+        if missing:
+            raise BadRequest(f"unknown topic(s) {', '.join(missing)}")
+        assignments = read_assignments(store, names)
+        busy = sorted(_tp_name(tp) for tp, a in assignments.items() if a.is_being_reassigned)
+        current = {tp: (a.target_replicas if a.is_being_reassigned else a.replicas) for tp, a in assignments.items()}
+        try:
+            proposal = reassign_rf.plan(current, rf, {b: info.rack for b, info in registered.items()})
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        changed = proposal.changed
+        sizes = partition_sizes(store, registered, [TopicPartition(m.topic, m.partition) for m in changed])
+    out = proposal.as_dict()
+    out.update(
+        topics=names,
+        replication_factor=rf,
+        change_replication_factor=True,
+        data_to_copy=data_to_copy(changed, sizes),
+        being_reassigned=busy,
+        racks={str(b): registered[b].rack if b in registered else None for b in proposal.brokers},
+    )
+    return out
+
+
 def current_table(cluster: Cluster, topics: Collection[str]) -> dict[str, Any]:
     """The topics' current assignment in the proposal's shape (nothing moved), to edit by hand."""
     names = sorted({t.strip() for t in topics if t and t.strip()})
@@ -156,8 +194,9 @@ class Checked:
     view: ClusterView | None
 
 
-def check(cluster: Cluster, raw: str | bytes | Mapping[str, Any], replace: bool) -> Checked:
-    """Parse and validate a request against the cluster as ZooKeeper has it now."""
+def check(cluster: Cluster, raw: str | bytes | Mapping[str, Any], replace: bool, rf_change: bool = False) -> Checked:
+    """Parse and validate a request against the cluster as ZooKeeper has it now (``rf_change``: the
+    operator asked for a replication-factor change, so replica counts may differ)."""
     document, error = parse_document(raw)
     if error is not None:
         v = Validation()
@@ -169,7 +208,7 @@ def check(cluster: Cluster, raw: str | bytes | Mapping[str, Any], replace: bool)
         topics = {t for t in named if isinstance(t, str) and t}
     with cluster_store(cluster.zookeeper_connect) as store:
         view = read_cluster_view(store, topics)
-    return Checked(validate(document, view, replace=replace), document, view)
+    return Checked(validate(document, view, replace=replace, allow_rf_change=rf_change), document, view)
 
 
 def summary(checked: Checked) -> dict[str, Any]:
@@ -265,7 +304,14 @@ class Submitted:
 
 
 def submit(
-    user: Any, cluster: Cluster, raw: str | bytes | Mapping[str, Any], reason: str, replace: bool, key: str
+    user: Any,
+    cluster: Cluster,
+    raw: str | bytes | Mapping[str, Any],
+    reason: str,
+    replace: bool,
+    key: str,
+    throttle: int | None = None,
+    rf_change: bool = False,
 ) -> Submitted:
     """Validate and queue a reassignment; a rejected request is recorded (status rejected) and
     nothing is written. ``BadRequest`` is never raised for the request's content: every problem
@@ -279,7 +325,7 @@ def submit(
         errors.append("a reason is required")
     elif len(reason) > MAX_REASON:
         errors.append(f"the reason is longer than {MAX_REASON} characters")
-    checked = check(cluster, raw, replace)
+    checked = check(cluster, raw, replace, rf_change)
     errors.extend(checked.validation.errors)
     if errors:
         params = {**_stored_input(raw), "replace": replace}
@@ -311,6 +357,12 @@ def submit(
                 "partitions": partitions,
                 "replace": replace,
                 "replacing": checked.validation.as_dict()["replacing"],
+                **({"change_replication_factor": True} if rf_change else {}),
+                **(
+                    {"throttle": reassign_throttle.initial(throttle, user.get_username(), reason)}
+                    if throttle is not None
+                    else {}
+                ),
             },
             reason=reason,
             preview=preview,
@@ -394,6 +446,34 @@ def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key:
 
 
 # ------------------------------------------------------------------------------------------------
+# throttle, changed live
+# ------------------------------------------------------------------------------------------------
+def change_throttle(user: Any, cluster: Cluster, target: Action, rate: Any, reason: str) -> dict[str, Any]:
+    """Change the replication throttle of a running reassignment to ``rate`` bytes/s (audited on
+    the reassignment with who and why). ``BadRequest`` (nothing written) for a rate that is not a
+    positive whole number, a missing reason, or a reassignment that is not running."""
+    try:
+        value = reassign_throttle.parse_rate(rate)
+    except reassign_throttle.ThrottleError as exc:
+        raise BadRequest(str(exc)) from None
+    reason = (reason or "").strip()
+    if not reason:
+        raise BadRequest("a reason is required")
+    if len(reason) > MAX_REASON:
+        raise BadRequest(f"the reason is longer than {MAX_REASON} characters")
+    if target.kind != Action.Kind.REASSIGNMENT or target.cluster != cluster.name:
+        raise BadRequest(f"action #{target.pk} is not a reassignment on {cluster.name}")
+    target.refresh_from_db()
+    if target.status not in RUNNING_STATES:
+        raise BadRequest(f"reassignment #{target.pk} is {target.status}: there is no throttle to change")
+    with cluster_store(cluster.zookeeper_connect) as store:
+        try:
+            return reassign_throttle.change_rate(target, store, value, user.get_username(), reason)
+        except reassign_throttle.ThrottleError as exc:
+            raise BadRequest(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------------------------
 # progress
 # ------------------------------------------------------------------------------------------------
 def requested_of(action: Action) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, tuple[int, ...]]]:
@@ -434,6 +514,12 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
     outcome = {**(action.outcome or {}), "progress": progress}
     updates: dict[str, Any] = {"outcome": outcome}
     if progress["done"]:
+        # Never left behind: the throttle goes first, so a finished reassignment has none (a failure
+        # here leaves it running and the next refresh tries again).
+        reassign_throttle.remove_for(
+            action, store, reassign_throttle.SYSTEM_USER, "the reassignment finished (all partitions settled)"
+        )
+        outcome["after"] = movement_audit.from_rows(progress["partitions"])
         status, error = reassign_progress.final_status(progress)
         finished = timezone.now()
         updates.update(status=status, error=error, finished=finished)
@@ -469,4 +555,5 @@ def progress_document(cluster: Cluster, action: Action) -> dict[str, Any]:
     else:
         progress = (action.outcome or {}).get("progress") or {}
     body["progress"] = {k: v for k, v in progress.items() if k != "samples"}
+    body["throttle"] = (action.parameters or {}).get("throttle") or None
     return body

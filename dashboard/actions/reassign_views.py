@@ -16,15 +16,18 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpRe
 from django.shortcuts import get_object_or_404, redirect, render
 
 from dashboard.accounts import roles
+from dashboard.actions import reassign_throttle
 from dashboard.actions.reassign_cluster import read_brokers
 from dashboard.actions.reassign_service import (
     RUNNING_STATES,
     BadRequest,
     cancel_unavailable,
+    change_throttle,
     check,
     clean_key,
     current_table,
     generate,
+    generate_rf,
     parse_ints,
     submit,
     submit_cancel,
@@ -79,11 +82,19 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
         "errors": [zk_error] if zk_error else [],
         "idempotency_key": str(uuid.uuid4()),
         "cancel_note": cancel_unavailable(cluster),
+        "throttle_mb_s": source.get("throttle_mb_s", ""),
+        "rf_change": source.get("change_replication_factor") in ("1", "on", "true"),
+        "replication_factor": source.get("replication_factor", ""),
     }
     status = 200
     try:
         context["chosen_brokers"] = parse_ints(source.getlist("brokers"), "broker ids")
-        if request.method == "GET" and source.get("generate") == "current":
+        if request.method == "GET" and source.get("generate") == "rf":
+            proposal = generate_rf(cluster, chosen_topics, source.get("replication_factor", ""))
+            context["proposal"] = proposal
+            context["document"] = json.dumps(proposal["request"], indent=1)
+            context["rf_change"] = True
+        elif request.method == "GET" and source.get("generate") == "current":
             proposal = current_table(cluster, chosen_topics)
             context["proposal"] = proposal
             context["document"] = json.dumps(proposal["request"], indent=1)
@@ -92,14 +103,27 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
             context["proposal"] = proposal
             context["document"] = json.dumps(proposal["request"], indent=1)
         elif request.method == "POST" and source.get("op") == "validate":
-            checked = check(cluster, context["document"], context["replace"])
+            checked = check(cluster, context["document"], context["replace"], context["rf_change"])
             context["validation"] = summary(checked)
             if not checked.validation.ok:
                 context["errors"] = checked.validation.errors
                 status = 400
         elif request.method == "POST":
             key = clean_key(source.get("idempotency_key"))
-            done = submit(request.user, cluster, context["document"], context["reason"], context["replace"], key)
+            try:
+                throttle = reassign_throttle.parse_form_rate(source.get("throttle_mb_s"))
+            except reassign_throttle.ThrottleError as exc:
+                raise BadRequest(str(exc)) from None
+            done = submit(
+                request.user,
+                cluster,
+                context["document"],
+                context["reason"],
+                context["replace"],
+                key,
+                throttle,
+                context["rf_change"],
+            )
             if not done.errors or not done.created:
                 if done.action.status == Action.Status.REJECTED:
                     context["errors"] = done.errors or [done.action.error]
@@ -142,8 +166,51 @@ def progress_page(request: HttpRequest, name: str, pk: int) -> HttpResponse:
             "idempotency_key": str(uuid.uuid4()),
             "moved_replicas": (action.preview or {}).get("moved_replicas"),
             "data_to_copy": (action.preview or {}).get("data_to_copy") or {},
+            "throttle": (action.parameters or {}).get("throttle"),
         },
     )
+
+
+def throttle(request: HttpRequest, name: str, pk: int) -> HttpResponse:
+    """The progress page's "change throttle" form: MB/s per broker and a reason."""
+    cluster = get_object_or_404(Cluster, name=name)
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if not roles.can_operate(request.user):
+        return _forbidden(request, "change replication throttles")
+    target = get_object_or_404(Action, pk=pk, cluster=cluster.name, kind=Action.Kind.REASSIGNMENT)
+    try:
+        rate = reassign_throttle.parse_form_rate(request.POST.get("throttle_mb_s"))
+        if rate is None:
+            raise BadRequest("enter the new throttle in MB/s per broker")
+        change_throttle(request.user, cluster, target, rate, str(request.POST.get("reason", "")))
+    except (BadRequest, reassign_throttle.ThrottleError) as exc:
+        return render(
+            request,
+            "actions/reassign_progress.html",
+            {
+                "cluster": cluster,
+                "action": target,
+                "cancels": Action.objects.filter(
+                    cluster=cluster.name, kind=Action.Kind.REASSIGNMENT_CANCEL, parameters__reassignment=target.pk
+                ).order_by("id"),
+                "can_operate": True,
+                "cancel_note": cancel_unavailable(cluster),
+                "active": target.status in RUNNING_STATES,
+                "idempotency_key": str(uuid.uuid4()),
+                "throttle_errors": [str(exc)],
+                "moved_replicas": (target.preview or {}).get("moved_replicas"),
+                "data_to_copy": (target.preview or {}).get("data_to_copy") or {},
+                "throttle": (target.parameters or {}).get("throttle"),
+            },
+            status=400,
+        )
+    except Exception as exc:
+        logger.warning("throttle change of #%s: %s", pk, exc)
+        return HttpResponse(
+            f"could not reach ZooKeeper: {exc.__class__.__name__}", status=503, content_type="text/plain; charset=utf-8"
+        )
+    return redirect("actions:reassign-progress", name=cluster.name, pk=target.pk)
 
 
 def cancel(request: HttpRequest, name: str, pk: int) -> HttpResponse:
@@ -186,6 +253,7 @@ def cancel(request: HttpRequest, name: str, pk: int) -> HttpResponse:
                 "errors": done.errors,
                 "moved_replicas": (target.preview or {}).get("moved_replicas"),
                 "data_to_copy": (target.preview or {}).get("data_to_copy") or {},
+                "throttle": (target.parameters or {}).get("throttle"),
             },
             status=400,
         )

@@ -27,6 +27,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_CLUSTER + "reassign/", reassign_views.reassign, name="reassign"),
     path(_CLUSTER + "reassign/<int:pk>/", reassign_views.progress_page, name="reassign-progress"),
     path(_CLUSTER + "reassign/<int:pk>/cancel/", reassign_views.cancel, name="reassign-cancel"),
+    path(_CLUSTER + "reassign/<int:pk>/throttle/", reassign_views.throttle, name="reassign-throttle"),
     path(_CLUSTER + "impact/", impact_views.impact_page, name="impact"),
 ]
 
@@ -36,6 +37,7 @@ api_urlpatterns: list[URLPattern | URLResolver] = [
     path(_REASSIGNMENTS + "execute", reassign_api.execute_view, name="reassign-execute"),
     path(_REASSIGNMENTS + "<int:pk>/cancel", reassign_api.cancel_view, name="reassign-cancel"),
     path(_REASSIGNMENTS + "<int:pk>/progress", reassign_api.progress_view, name="reassign-progress"),
+    path(_REASSIGNMENTS + "<int:pk>/throttle", reassign_api.throttle_view, name="reassign-throttle"),
     path(_CLUSTER + "preferred-election/preview/", api_ops.election_preview, name="preferred-election-preview"),
     path(_CLUSTER + "preferred-election/", api_ops.election_execute, name="preferred-election"),
     path(_CLUSTER + "impact/", api_ops.impact, name="impact"),

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.accounts import roles
 from dashboard.accounts.access import forbidden
-from dashboard.audit import history, listing
+from dashboard.audit import history, listing, movement
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 
@@ -190,6 +190,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponseBase:
             "live": action.status in (Action.Status.QUEUED, Action.Status.RUNNING),
             "changes": changes[:500],
             "changes_total": changes.count(),
+            "movement": movement.rows(action),
+            "throttle_events": movement.throttle_events(action),
         },
     )
 

@@ -79,6 +79,40 @@
     return (s / 3600).toFixed(1) + " h";
   }
 
+  function fmtBytes(n) {
+    if (n < 1000) return n + " B";
+    if (n < 1e6) return (n / 1e3).toFixed(1) + " kB";
+    if (n < 1e9) return (n / 1e6).toFixed(2) + " MB";
+    return (n / 1e9).toFixed(2) + " GB";
+  }
+
+  function renderThrottle(doc) {
+    const now = document.getElementById("throttle-now");
+    const measured = document.getElementById("throttle-measured");
+    const events = document.getElementById("throttle-events");
+    if (!now) return;
+    const t = doc.throttle;
+    if (!t) now.textContent = "none";
+    else if (t.state === "removed") now.textContent = "removed";
+    else now.textContent = fmtBytes(t.bytes_per_s) + "/s per broker (" + t.state + ")";
+    const byBroker = (doc.progress || {}).copy_rate_by_broker || {};
+    const parts = Object.keys(byBroker).map((b) => "broker " + b + ": " + fmtBytes(byBroker[b]) + "/s");
+    measured.textContent = parts.length ? "· measured copy rate " + parts.join(", ") : "";
+    if (t && events) {
+      events.replaceChildren();
+      for (const e of t.events || []) {
+        const li = document.createElement("li");
+        li.textContent = e.time + ": " + e.op + (e.bytes_per_s ? " to " + e.bytes_per_s + " bytes/s" : "") +
+          " by " + e.user + (e.reason ? ": " + e.reason : "");
+        events.append(li);
+      }
+    }
+    if (doc.status !== "queued" && doc.status !== "running") {
+      const form = document.getElementById("throttle-form");
+      if (form) form.hidden = true;
+    }
+  }
+
   function cell(text, cls) {
     const td = document.createElement("td");
     td.textContent = text;
@@ -92,6 +126,7 @@
     status.className = "status-" + doc.status;
     document.getElementById("error").textContent = doc.error || "";
     document.getElementById("stale").textContent = doc.stale || "";
+    renderThrottle(doc);
     const progress = doc.progress || {};
     const rows = progress.partitions || [];
     if (rows.length === 0) return;
@@ -122,7 +157,9 @@
         if (n.lag === undefined) return n.broker + ": " + (n.in_isr ? "in sync" : "–");
         if (n.lag === null) return n.broker + ": lag unknown (no agent)";
         const of = n.leader_log_end_offset ? " (" + n.log_end_offset + "/" + n.leader_log_end_offset + ")" : "";
-        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + ", ETA " + fmtEta(n.eta_s);
+        const copied = n.copied_bytes === null || n.copied_bytes === undefined ? "" : ", copied " + fmtBytes(n.copied_bytes);
+        const rate = n.copy_rate_bytes_s === null || n.copy_rate_bytes_s === undefined ? "" : " at " + fmtBytes(n.copy_rate_bytes_s) + "/s";
+        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + copied + rate + ", ETA " + fmtEta(n.eta_s);
       });
       tr.append(cell(parts.join(" · ")));
       body.append(tr);

@@ -32,8 +32,17 @@ def test_states_lag_rate_and_eta() -> None:
     rows = {r["partition"]: r for r in first["partitions"]}
     assert [rows[p]["state"] for p in (0, 1, 2)] == ["copying", "complete", "reverted"]
     (new,) = rows[0]["new_replicas"]
-    assert new == {"broker": 3, "in_isr": False, "log_end_offset": 100, "leader_log_end_offset": 1100,
-                   "lag": 1000, "rate": None, "eta_s": None}  # fmt: skip
+    assert new == {
+        "broker": 3,
+        "in_isr": False,
+        "log_end_offset": 100,
+        "leader_log_end_offset": 1100,
+        "lag": 1000,
+        "rate": None,
+        "eta_s": None,
+        "copied_bytes": None,
+        "copy_rate_bytes_s": None,
+    }  # fmt: skip  (agents here report no size)
     assert first["done"] is False and first["eta_s"] is None
     # two seconds later the lag shrank by 400: 200 messages/s, 600 left -> 3 s
     second = compute(REQUESTED, ORIGIN, assignments, leaders, {T0: (2, 3)}, agents(600, 1200), 12.0, first)
@@ -60,3 +69,25 @@ def test_waiting_then_done_and_the_final_status() -> None:
     assert final_status(mixed) == ("partial", "not moved to their target: t-2 reverted")
     other = compute(REQUESTED, ORIGIN, {tp: ReplicaAssignment.of([4, 5]) for tp in REQUESTED}, {}, None, {}, 4.0)
     assert other["counts"] == {"superseded": 3} and final_status(other)[0] == "failed"
+
+
+def test_bytes_copied_and_the_copy_rate_measured_over_the_copy() -> None:
+    assignments = {T0: ReplicaAssignment.of([2, 3, 1], adding=[3], removing=[1])}
+    leaders = {T0: LeaderAndIsr(1, 1, (1, 2))}
+
+    def sized(leo_3: int) -> dict[int, Any]:
+        return {
+            1: {T0: {"log_end_offset": 5000, "log_start_offset": 0, "message_size_bytes": 100}},
+            3: {T0: {"log_end_offset": leo_3, "log_start_offset": 0, "message_size_bytes": 100}},
+        }
+
+    one = {T0: (2, 3)}
+    first = compute(one, {T0: (1, 2)}, assignments, leaders, one, sized(100), now=10.0)
+    (new,) = first["partitions"][0]["new_replicas"]
+    assert new["copied_bytes"] == 10_000 and new["copy_rate_bytes_s"] is None  # one sample: no rate yet
+    second = compute(one, {T0: (1, 2)}, assignments, leaders, one, sized(150), 12.0, first)
+    third = compute(one, {T0: (1, 2)}, assignments, leaders, one, sized(300), 14.0, second)
+    (new,) = third["partitions"][0]["new_replicas"]
+    # 200 messages of 100 bytes in 4 s, averaged over the copy (not the last 2 s, which were faster)
+    assert new["copied_bytes"] == 30_000 and new["copy_rate_bytes_s"] == 5000
+    assert third["copy_rate_by_broker"] == {"3": 5000}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
 from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store.engine import FencedMultiEngine
@@ -55,6 +57,44 @@ class ConfigAndNotificationZnodes(FencedMultiEngine):
             sequence=True,
             makepath=True,
         )
+
+    def alter_entity_config(
+        self, entity_type: str, entity: str, updates: Mapping[str, str], deletes: Collection[str] = ()
+    ) -> dict[str, str]:
+        """Set ``updates`` and remove ``deletes`` in ``/config/<type>/<entity>``, keeping every other
+        override, then announce it with ``{"version":2,"entity_path":"<type>/<entity>"}`` as
+        ``kafka-configs --alter`` does (unfenced admin write; a concurrent writer makes it retry on the
+        znode version). Returns the new overrides; nothing is written when nothing changes."""
+        path = paths.entity_config_path(entity_type, entity)
+        while True:
+            try:
+                data, stat = self._client.get(path)
+                version: int | None = stat.version
+            except NoNodeError:
+                data, version = None, None
+            current = codecs.decode_entity_config(data, path)
+            wanted = {k: v for k, v in current.items() if k not in deletes}
+            wanted.update(updates)
+            if wanted == current and version is not None:
+                return wanted
+            if version is None and not wanted:
+                return wanted
+            payload = codecs.encode_entity_config(wanted)
+            try:
+                if version is None:
+                    self._client.create(path, payload, makepath=True)
+                else:
+                    self._client.set(path, payload, version=version)
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue
+            break
+        self._client.create(
+            f"{paths.CONFIG_CHANGES_PATH}/{paths.CONFIG_CHANGE_PREFIX}",
+            codecs.encode_config_change_notification(f"{entity_type}/{entity}"),
+            sequence=True,
+            makepath=True,
+        )
+        return wanted
 
     def delete_topic_configs(self, topics: Collection[str], expected_controller_epoch_zk_version: int) -> None:
         """Delete ``/config/topics/<t>`` of each topic (topic deletion); fenced; absent ones are fine."""

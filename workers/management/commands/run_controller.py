@@ -31,6 +31,12 @@ class Command(BaseCommand):
             "--rebalance-interval", type=float, default=None, help="leader.imbalance.check.interval.seconds"
         )
         parser.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
+        parser.add_argument(
+            "--rebalance-min-isr",
+            type=float,
+            default=None,
+            help="auto rebalance waits until the preferred replica has been in an unchanged ISR this many seconds",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -43,6 +49,8 @@ class Command(BaseCommand):
                 changes["api_port"] = options["api_port"]
             if options["rebalance_interval"] is not None:
                 changes["leader_imbalance_check_interval_seconds"] = options["rebalance_interval"]
+            if options["rebalance_min_isr"] is not None:
+                changes["leader_imbalance_min_isr_seconds"] = options["rebalance_min_isr"]
             if options["unclean"]:
                 changes["unclean_leader_election_enable"] = True
             if changes:

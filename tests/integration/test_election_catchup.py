@@ -1,0 +1,189 @@
+"""Preferred elections that wait for catch-up, against real ZooKeeper, the project's controller and
+real broker agents under a produce load: a preferred replica that has just come back is not made
+leader until it has been in the ISR for T seconds and is at most N messages behind; then it is,
+by itself; an election that cannot be satisfied times out and says so; bad T or N are refused."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.test import Client
+from kazoo.client import KazooClient
+
+from controller_core.model import TopicPartition as TP
+from controller_core.zk import paths
+from controller_core.zk.store import ZkStore
+from dashboard.audit.models import Action
+from dashboard.clusters.models import Cluster
+from tests.integration.test_broker_harness import Agents
+from tests.integration.test_controller_zk import Candidates
+from tests.integration.test_reassign_controller import agents, candidates, no_tasks, operator
+from tests.support.zk import wait_for
+from workers.catchup_election import run
+
+__all__ = ["agents", "candidates", "no_tasks", "operator"]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+NAME = "live"
+PAGE = f"/actions/clusters/{NAME}/preferred-election/"
+API = f"/api/v1/clusters/{NAME}/preferred-election/"
+T0 = TP("orders", 0)
+
+
+def state(zk: KazooClient) -> tuple[int, tuple[int, ...]]:
+    read = ZkStore(zk).get_partition_states([T0])[T0]
+    assert read.state is not None
+    return read.state.leader_and_isr.leader, tuple(read.state.leader_and_isr.isr)
+
+
+def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates) -> None:
+    """orders-0 on [1, 2], its preferred replica 1 paused until its session expires: 2 leads, and
+    broker 1 comes back far behind."""
+    agents.start(1, "--produce-rate", "200", "--zookeeper-session-timeout-ms", "4000")
+    agents.start(2, "--produce-rate", "200")
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    ZkStore(zk).create_topic("orders", {0: [1, 2]})
+    wait_for(lambda: zk.exists(paths.partition_state_path(T0)) is not None, what="the partition state")
+    wait_for(lambda: state(zk) == (1, (1, 2)), timeout=30, what="both in the ISR")
+    agents.started[0].signal(signal.SIGSTOP)
+    wait_for(lambda: state(zk)[0] == 2, timeout=30, what="leadership moved to 2")
+    time.sleep(2.0)  # broker 2 keeps appending: broker 1 will come back behind
+    agents.started[0].signal(signal.SIGCONT)
+    wait_for(lambda: zk.exists(paths.broker_id_path(1)) is not None, timeout=30, what="broker 1 registered again")
+    Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
+
+
+def test_bad_catch_up_settings_are_refused_with_nothing_written(
+    zk: KazooClient, zk_chroot: str, operator: Client, no_tasks: list[Any]
+) -> None:
+    ZkStore(zk).ensure_persistent_paths()
+    Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
+    base = {"scope": "imbalanced", "reason": "r", "catch_up": True, "min_isr_s": 5, "max_lag": 10}
+    for field, value, message in (
+        ("min_isr_s", -1, "must not be negative"),
+        ("max_lag", -3, "must not be negative"),
+        ("max_lag", 2.5, "whole number"),
+        ("min_isr_s", "soon", "must be a number"),
+        ("timeout_s", 0, "timeout must be more than 0"),
+        ("catch_up", "maybe", "true or false"),
+    ):
+        response = operator.post(API, json.dumps({**base, field: value}), content_type="application/json")
+        assert response.status_code == 400 and message in response.json()["error"], (field, response.content)
+        page = operator.get(PAGE, {**{k: str(v) for k, v in base.items()}, field: str(value)})
+        assert page.status_code == 400
+    assert no_tasks == [] and zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
+
+
+@pytest.mark.django_db(transaction=True)  # the task runs in a thread: its connection must see the action
+def test_a_waiting_election_moves_leadership_only_after_catch_up(
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+) -> None:
+    leader_moved_away(zk, zk_chroot, agents, candidates)
+    min_isr_s = 4.0
+    preview = operator.get(
+        API + "preview/",
+        {"scope": "imbalanced", "catch_up": "1", "min_isr_s": str(min_isr_s), "max_lag": "400"},
+    )
+    assert preview.status_code == 200, preview.content
+    catch_up = preview.json()["catch_up"]
+    assert catch_up["now"] == [] and len(catch_up["waiting"]) == 1, preview.json()
+    assert "not in the ISR" in catch_up["waiting"][0]["why"] or "in the ISR for" in catch_up["waiting"][0]["why"]
+
+    response = operator.post(
+        API,
+        json.dumps({"scope": "imbalanced", "reason": "back to 1 once warm", "catch_up": True,
+                    "min_isr_s": min_isr_s, "max_lag": 400, "timeout_s": 60}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+    action_id = response.json()["id"]
+    assert no_tasks == [("workers.catchup_election.run", [action_id])]
+
+    joined: list[float] = []
+    result: list[str] = []
+    worker = threading.Thread(target=lambda: result.append(run.run(action_id, connect=zk_chroot, poll_s=0.3)))
+    worker.start()
+    seen_waiting: list[str] = []
+    while worker.is_alive():
+        leader, isr = state(zk)
+        if 1 in isr and not joined:
+            joined.append(time.time())
+        if leader == 1:
+            break
+        waiting = (Action.objects.get(pk=action_id).outcome or {}).get("waiting") or []
+        seen_waiting += [w["why"] for w in waiting]
+        time.sleep(0.1)
+    worker.join(timeout=90)
+    moved_at = time.time()
+    assert result == ["succeeded"], Action.objects.get(pk=action_id).error
+    assert state(zk)[0] == 1
+    assert joined and moved_at - joined[0] >= min_isr_s - 0.5  # not before it was warm
+    assert any("in the ISR" in why for why in seen_waiting), seen_waiting
+    action = Action.objects.get(pk=action_id)
+    (entry,) = action.outcome["elected"].values()
+    assert entry["outcome"] == "elected" and entry["leader"] == 1
+    assert action.parameters["catch_up"] == {"min_isr_s": min_isr_s, "max_lag": 400, "timeout_s": 60.0}
+    assert action.outcome["before"]["orders-0"]["leader"] == 2
+    assert action.outcome["after"]["orders-0"]["leader"] == 1
+    assert action.outcome["after"]["orders-0"]["replicas"] == [1, 2]
+    audit = operator.get(f"/actions/{action_id}/").content.decode()
+    assert "Partitions before and after" in audit
+
+
+def test_an_election_that_cannot_catch_up_times_out_and_says_why(
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+) -> None:
+    leader_moved_away(zk, zk_chroot, agents, candidates)
+    response = operator.post(
+        API,
+        json.dumps({"scope": "imbalanced", "reason": "strict", "catch_up": True,
+                    "min_isr_s": 3600, "max_lag": 0, "timeout_s": 3}),
+        content_type="application/json",
+    )  # fmt: skip
+    action_id = response.json()["id"]
+    assert run.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
+    action = Action.objects.get(pk=action_id)
+    assert action.error.startswith("timed out after 3 s waiting for catch-up; 1 partition(s) not moved (orders-0:")
+    assert state(zk)[0] == 2  # nothing moved
+
+
+def test_the_auto_rebalance_waits_for_the_preferred_replica_to_be_warm(
+    zk: KazooClient, agents: Agents, candidates: Candidates
+) -> None:
+    """``leader_imbalance_min_isr_seconds``: the controller's own rebalance (checking every second)
+    moves leadership back only after the returning replica has been in an unchanged ISR that long."""
+    min_isr_s = 5.0
+    agents.start(1, "--produce-rate", "200", "--zookeeper-session-timeout-ms", "4000")
+    agents.start(2, "--produce-rate", "200")
+    candidates.start(
+        100,
+        first_rebalance_delay_seconds=1.0,
+        leader_imbalance_check_interval_seconds=1.0,
+        leader_imbalance_per_broker_percentage=0,
+        leader_imbalance_min_isr_seconds=min_isr_s,
+    )
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    ZkStore(zk).create_topic("orders", {0: [1, 2]})
+    wait_for(lambda: zk.exists(paths.partition_state_path(T0)) is not None, what="the partition state")
+    wait_for(lambda: state(zk) == (1, (1, 2)), timeout=30, what="both in the ISR")
+    agents.started[0].signal(signal.SIGSTOP)
+    wait_for(lambda: state(zk)[0] == 2, timeout=30, what="leadership moved to 2")
+    agents.started[0].signal(signal.SIGCONT)
+    joined = 0.0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        leader, isr = state(zk)
+        if 1 in isr and not joined:
+            joined = time.monotonic()
+        if leader == 1:
+            break
+        time.sleep(0.05)
+    moved = time.monotonic()
+    assert state(zk)[0] == 1, "the rebalance never moved leadership back"
+    assert joined and moved - joined >= min_isr_s - 0.3, f"moved {moved - joined:.1f} s after rejoining"

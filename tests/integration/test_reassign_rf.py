@@ -1,0 +1,109 @@
+"""Replication-factor changes through the reassignment API and worker, against real ZooKeeper, the
+project's controller and real broker agents on two racks: up (new replicas copy the log, preferred
+leaders stay) and down (replicas removed, racks kept spread); bad factors refused, nothing written."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from kazoo.client import KazooClient
+
+from controller_core.model import TopicPartition as TP
+from controller_core.zk import paths
+from controller_core.zk.store import ZkStore
+from dashboard.audit.models import Action
+from dashboard.clusters.models import Cluster
+from tests.integration.test_broker_harness import Agents
+from tests.integration.test_controller_zk import Candidates
+from tests.integration.test_reassign_controller import agents, assignment, candidates, no_tasks, operator
+from tests.support.zk import wait_for
+from workers.reassign import execute
+
+__all__ = ["agents", "candidates", "no_tasks", "operator"]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+NAME = "live"
+API = f"/api/v1/clusters/{NAME}/reassignments/"
+RACK = {1: "rack-a", 2: "rack-b", 3: "rack-a", 4: "rack-b"}
+
+
+def isr_size(zk: KazooClient, partition: int) -> int:
+    read = ZkStore(zk).get_partition_states([TP("orders", partition)])[TP("orders", partition)]
+    return 0 if read.state is None else len(read.state.leader_and_isr.isr)
+
+
+def run(operator: Client, zk_chroot: str, body: dict[str, Any]) -> Action:
+    response = operator.post(API + "execute", json.dumps(body), content_type="application/json")
+    assert response.status_code == 202, response.content
+    action_id = response.json()["action"]
+    assert execute.run(action_id, connect=zk_chroot, monitor=False) == "running"
+    wait_for(
+        lambda: operator.get(f"{API}{action_id}/progress").json()["status"] != "running",
+        timeout=60,
+        interval=0.3,
+        what="the change to complete",
+    )
+    return Action.objects.get(pk=action_id)
+
+
+def test_raise_and_lower_the_replication_factor_rack_aware(
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+) -> None:
+    for b in (1, 2, 3, 4):
+        agents.start(b, "--produce-rate", "50", "--rack", RACK[b])
+    candidates.start(100)
+    wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
+    ZkStore(zk).create_topic("orders", {0: [1], 1: [2], 2: [3], 3: [4]})
+    wait_for(
+        lambda: (agents.started[0].hosted_replica(TP("orders", 0)) or {}).get("log_end_offset", 0) > 20,
+        timeout=30,
+        what="messages produced",
+    )
+    Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
+
+    def generate(factor: Any, topics: list[str] | None = None) -> Any:
+        return operator.post(
+            API + "generate",
+            json.dumps({"topics": topics or ["orders"], "brokers": [], "replication_factor": factor}),
+            content_type="application/json",
+        )
+
+    for bad, message in ((0, "at least 1"), (5, "more than the 4 live"), ("2", "whole number"), (-1, "at least 1")):
+        response = generate(bad)
+        assert response.status_code == 400 and message in response.json()["error"], (bad, response.content)
+    assert generate(2, ["nope"]).status_code == 400
+    # without the explicit flag a replica-count change is refused, as before
+    up = generate(2).json()
+    refused = operator.post(
+        API + "execute", json.dumps({"reassignment": up["request"], "reason": "rf"}), content_type="application/json"
+    )
+    assert refused.status_code == 400 and "replication factor would change" in refused.json()["error"]
+    assert zk.exists(paths.REASSIGN_PARTITIONS_PATH) is None
+
+    assert up["moved_replicas"] == 4 and up["replication_factor"] == 2
+    action = run(
+        operator,
+        zk_chroot,
+        {"reassignment": up["request"], "reason": "RF 1 -> 2", "change_replication_factor": True},
+    )
+    assert action.status == "succeeded", action.error
+    after = assignment(zk, "orders")
+    for p, first in enumerate((1, 2, 3, 4)):
+        replicas = after[p].replicas
+        assert replicas[0] == first and len(replicas) == 2  # preferred leader kept
+        assert {RACK[b] for b in replicas} == {"rack-a", "rack-b"}
+    for p in range(4):  # the new replicas really copied the log and joined the ISR
+        wait_for(lambda p=p: isr_size(zk, p) == 2, timeout=30, what=f"orders-{p} fully in sync")  # type: ignore[misc]
+
+    down = generate(1).json()
+    assert down["moved_replicas"] == 0
+    action = run(
+        operator,
+        zk_chroot,
+        {"reassignment": down["request"], "reason": "RF 2 -> 1", "change_replication_factor": True},
+    )
+    assert action.status == "succeeded", action.error
+    assert [after_down.replicas for after_down in assignment(zk, "orders").values()] == [(1,), (2,), (3,), (4,)]
