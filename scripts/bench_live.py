@@ -276,7 +276,7 @@ def run_mode(args: argparse.Namespace, mode: str) -> tuple[dict[str, Any], dict[
     import redis
     from playwright.sync_api import sync_playwright
 
-    from workers.mirror.testing import KafkaLayoutWriter
+    from scripts.support.kafka_layout import KafkaLayoutWriter
     from workers.sinks import state_change_stream_key
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-live-{mode}-"))

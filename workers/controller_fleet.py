@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError
 
 from dashboard.clusters import hosting
 from dashboard.lib.env import env_int
@@ -51,6 +50,7 @@ from workers.hosting import (
     RegistryReads,
     env_filter,
     least_loaded,
+    poll_registry,
     worker_token,
 )
 from workers.mirror.lease import RedisLease
@@ -254,27 +254,15 @@ class ControllerFleet:
             ttl_s=self.slot_ttl_s,
             controller_id=self.controller_id,
         )
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.tick(client, presence)
-                except redis.RedisError as exc:
-                    logger.warning("controller fleet %s: Redis unavailable (%s)", self.token, exc)
-                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
-                    logger.warning("controller fleet %s: cluster registry unreadable (%s)", self.token, exc)
-                except Exception:
-                    logger.exception("controller fleet %s: a registry pass failed", self.token)
-                self._stop.wait(self.poll_s)
-        finally:
-            for candidate in self.held.values():
-                candidate.signal_stop()
-            for candidate in [*self.held.values(), *(c for c, _ in self.stopping.values())]:
-                candidate.join(self.stop_timeout_s)
-            self.held.clear()
-            self.stopping.clear()
-            with contextlib.suppress(redis.RedisError):
-                presence.withdraw()
-            client.close()
+        poll_registry("controller", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
+
+    def _stop_all(self) -> None:
+        for candidate in self.held.values():
+            candidate.signal_stop()
+        for candidate in [*self.held.values(), *(c for c, _ in self.stopping.values())]:
+            candidate.join(self.stop_timeout_s)
+        self.held.clear()
+        self.stopping.clear()
 
     def tick(self, client: redis.Redis, presence: Presence) -> None:
         read = self._reads.read(holding=bool(self.held or self.stopping))

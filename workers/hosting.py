@@ -9,15 +9,18 @@ in ``dashboard.clusters.hosting``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import redis
 from django import db
+from django.db import DatabaseError
 
 from dashboard.clusters import hosting
 from dashboard.lib.env import env_str
@@ -161,3 +164,36 @@ def least_loaded(mine: int, others: Iterable[hosting.WorkerRecord], cluster: str
     and has room holds fewer. Ties all try; the lease's ``SET NX`` picks one."""
     loads = [len(w.held) for w in others if w.accepts(cluster) and len(w.held) < w.max_clusters]
     return not loads or mine <= min(loads)
+
+
+def poll_registry(
+    role: str,
+    token: str,
+    stop: threading.Event,
+    poll_s: float,
+    client: redis.Redis,
+    presence: Presence,
+    tick: Callable[[redis.Redis, Presence], None],
+    shut_down: Callable[[], None],
+) -> None:
+    """A fleet thread's body: ``tick`` every ``poll_s`` until ``stop``, then ``shut_down`` and withdraw.
+
+    A pass that fails keeps what runs: Redis away, a registry not migrated yet or a database away,
+    or anything else (logged with its traceback); the next pass tries again.
+    """
+    try:
+        while not stop.is_set():
+            try:
+                tick(client, presence)
+            except redis.RedisError as exc:
+                logger.warning("%s fleet %s: Redis unavailable (%s)", role, token, exc)
+            except DatabaseError as exc:
+                logger.warning("%s fleet %s: cluster registry unreadable (%s)", role, token, exc)
+            except Exception:
+                logger.exception("%s fleet %s: a registry pass failed", role, token)
+            stop.wait(poll_s)
+    finally:
+        shut_down()
+        with contextlib.suppress(redis.RedisError):
+            presence.withdraw()
+        client.close()

@@ -20,11 +20,11 @@ from kazoo.client import KazooClient
 from dashboard.clusters import hosting, layout
 from dashboard.clusters.models import Cluster
 from scripts.devservices import ZooKeeperServer
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.zk import wait_for
 from workers.mirror.fleet import MirrorFleet
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

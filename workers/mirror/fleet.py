@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError
 
 from dashboard.clusters import hosting, layout
 from dashboard.clusters.hosting import WorkerRecord
@@ -46,6 +45,7 @@ from workers.hosting import (
     RegistryReads,
     env_filter,
     least_loaded,
+    poll_registry,
     worker_token,
 )
 from workers.mirror.host import ClusterMirror, default_publisher
@@ -131,27 +131,15 @@ class MirrorFleet:
         presence = Presence(
             client, "mirror", self.token, max_clusters=self.max_clusters, only=self.only, ttl_s=self.lease_ttl_s
         )
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.tick(client, presence)
-                except redis.RedisError as exc:
-                    logger.warning("mirror fleet %s: Redis unavailable (%s)", self.token, exc)
-                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
-                    logger.warning("mirror fleet %s: cluster registry unreadable (%s)", self.token, exc)
-                except Exception:
-                    logger.exception("mirror fleet %s: a registry pass failed", self.token)
-                self._stop.wait(self.poll_s)
-        finally:
-            for leader in self.held.values():
-                leader.signal_stop()
-            for leader in [*self.held.values(), *(s.leader for s in self.stopping.values())]:
-                leader.join(self.stop_timeout_s)
-            self.held.clear()
-            self.stopping.clear()
-            with contextlib.suppress(redis.RedisError):
-                presence.withdraw()
-            client.close()
+        poll_registry("mirror", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
+
+    def _stop_all(self) -> None:
+        for leader in self.held.values():
+            leader.signal_stop()
+        for leader in [*self.held.values(), *(s.leader for s in self.stopping.values())]:
+            leader.join(self.stop_timeout_s)
+        self.held.clear()
+        self.stopping.clear()
 
     # -- one pass over the registry -------------------------------------------------------------
     def tick(self, client: redis.Redis, presence: Presence) -> None:
