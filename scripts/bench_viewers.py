@@ -333,7 +333,8 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{sum(v.gen is None for v in viewers)} viewers got no snapshot")
             time.sleep(0.2)
-        print(f"bench_viewers: {count} viewers subscribed", flush=True)
+        per_process = rig.connections()
+        print(f"bench_viewers: {count} viewers subscribed (connections per web process: {per_process})", flush=True)
         batches = [rig.failing[i : i + args.batch] for i in range(0, len(rig.failing), args.batch)]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -393,6 +394,7 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
             browser.close()
         pool.close()
     return figures(args, rig, count, viewers, batches, commits_down, commits_up, traces, loader, sampler) | {
+        "connections_per_web_process": per_process,
         "settled": settled,
         "mirror_cpu_s": round(mirror_cpu, 2),
     }

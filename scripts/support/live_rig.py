@@ -2,10 +2,10 @@
 
 Why here: ``scripts/bench_viewers.py`` needs what ``scripts/bench_live.py`` builds (a cluster of
 100,000 partitions in Kafka's layout, a database with users, daphne and ``run_mirror`` as
-subprocesses) and, besides, several web processes behind one address. Several daphne processes
-share one listening socket (``daphne --fd``, the socket inherited from this process): the kernel
-hands each new connection to one of them, so they sit behind one address with no proxy, the way
-docs/dashboard.md "Several web processes" runs them.
+subprocesses) and, besides, several web processes behind one address: each daphne gets a
+listening socket of its own on the same port (``SO_REUSEPORT``, inherited: ``daphne --fd``), and
+the kernel spreads new connections over them by a hash of the client's address and port, so they
+sit behind one address with no proxy, the way docs/dashboard.md "Several web processes" runs them.
 
     with LiveRig(partitions=100_000, topics=100, failover=20_000, mode="managed") as rig:
         rig.start_web(processes=2)
@@ -79,7 +79,7 @@ class LiveRig:
         self.services = ServiceSet(base_dir=self.tmp / "services", zk_port=free_port(), redis_port=free_port())
         self.web: list[subprocess.Popen[bytes]] = []
         self.mirror: subprocess.Popen[bytes] | None = None
-        self._socket: socket.socket | None = None
+        self._sockets: list[socket.socket] = []
         self.services.up()
         root = KazooClient(hosts=self.services.zookeeper.connect_string, timeout=30.0)
         root.start(timeout=30)
@@ -140,16 +140,16 @@ class LiveRig:
         return names
 
     def start_web(self, processes: int = 1) -> None:
-        """``processes`` daphnes on one listening socket (``--fd``): one address, the kernel spreads connections."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(1024)
-        sock.set_inheritable(True)
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        fd = sock.fileno()
+        """``processes`` daphnes on one address: a ``SO_REUSEPORT`` listening socket each (``--fd``)."""
         for i in range(processes):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(("127.0.0.1", self.port))
+            sock.listen(1024)
+            sock.set_inheritable(True)
+            self._sockets.append(sock)
+            self.port = sock.getsockname()[1]
+            fd = sock.fileno()
             self.web.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "daphne", "--fd", str(fd), "dashboard.asgi:application"],
@@ -160,6 +160,10 @@ class LiveRig:
                     pass_fds=(fd,),
                 )
             )
+
+    def connections(self) -> list[int]:
+        """Established connections each web process holds on the shared port (Linux ``/proc``)."""
+        return [established_on(p.pid, self.port) for p in self.web]
 
     def start_mirror(self) -> None:
         self.mirror = subprocess.Popen(
@@ -211,8 +215,8 @@ class LiveRig:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if self._socket is not None:
-            self._socket.close()
+        for sock in self._sockets:
+            sock.close()
         try:
             self.zk.stop()
             self.zk.close()
@@ -252,3 +256,29 @@ def as_json_ready(value: Any) -> Any:
     if isinstance(value, list):
         return [as_json_ready(v) for v in value]
     return value
+
+
+def established_on(pid: int, port: int) -> int:
+    """How many established TCP connections with local ``port`` the process ``pid`` holds."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # 01: ESTABLISHED
+                inodes.add(fields[9])
+    held = 0
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                held += 1
+    except OSError:
+        return 0
+    return held

@@ -28,7 +28,7 @@ def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path) 
             "scripts/bench_viewers.py",
             *tiny,
             "--viewers",
-            "6",
+            "12",
             "--browsers",
             "1",
             "--web-processes",
@@ -47,7 +47,10 @@ def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path) 
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a target missed
     summary = json.loads(out.read_text())
     (run,) = summary["runs"]
-    assert (run["viewers"], run["web_processes"], run["partitions"], run["failover_partitions"]) == (6, 2, 400, 80)
+    assert (run["viewers"], run["web_processes"], run["partitions"], run["failover_partitions"]) == (12, 2, 400, 80)
+    # One address, two processes: the kernel spread the viewers' sockets over both (SO_REUSEPORT hashes
+    # each connection; all 12 on one of two processes has odds of 1 in 2,048).
+    assert len(run["connections_per_web_process"]) == 2 and min(run["connections_per_web_process"]) > 0, run
     assert run["settled"] and run["stuck_viewers"] == 0 and run["push_missing"] == 0, run
     assert set(run["push_p99_s_by_page"]) == {"overview", "diagram", "broker", "topic"}
     assert 0 <= run["push_p50_s"] <= run["push_p99_s"] <= run["push_max_s"]
