@@ -2,10 +2,8 @@
 
 Why here: ``scripts/bench_viewers.py`` needs what ``scripts/bench_live.py`` builds (a cluster of
 100,000 partitions in Kafka's layout, a database with users, daphne and ``run_mirror`` as
-subprocesses) and, besides, several web processes behind one address: each daphne gets a
-listening socket of its own on the same port (``SO_REUSEPORT``, inherited: ``daphne --fd``), and
-the kernel spreads new connections over them by a hash of the client's address and port, so they
-sit behind one address with no proxy, the way docs/dashboard.md "Several web processes" runs them.
+subprocesses) and, besides, several web processes behind one address, started the way
+``scripts/web_processes.py`` starts them (a ``SO_REUSEPORT`` listening socket each).
 
     with LiveRig(partitions=100_000, topics=100, failover=20_000, mode="managed") as rig:
         rig.start_web(processes=2)
@@ -33,6 +31,7 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, ServiceSet, free_port
 from scripts.support.kafka_layout import KafkaLayoutWriter
+from scripts.web_processes import bind_shared, spawn
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 CONTROLLER_EPOCH = 7
@@ -140,26 +139,11 @@ class LiveRig:
         return names
 
     def start_web(self, processes: int = 1) -> None:
-        """``processes`` daphnes on one address: a ``SO_REUSEPORT`` listening socket each (``--fd``)."""
-        for i in range(processes):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(("127.0.0.1", self.port))
-            sock.listen(1024)
-            sock.set_inheritable(True)
-            self._sockets.append(sock)
-            self.port = sock.getsockname()[1]
-            fd = sock.fileno()
-            self.web.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "--fd", str(fd), "dashboard.asgi:application"],
-                    env=self.env,
-                    cwd=REPO_ROOT,
-                    stdout=(self.logs / f"web-{i}.log").open("wb"),
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(fd,),
-                )
-            )
+        """``processes`` daphnes on one address (``scripts/web_processes.py``: a socket each)."""
+        self._sockets = bind_shared("127.0.0.1", 0, processes)
+        self.port = self._sockets[0].getsockname()[1]
+        for i, sock in enumerate(self._sockets):
+            self.web.append(spawn(sock, self.env, self.logs / f"web-{i}.log"))
 
     def connections(self) -> list[int]:
         """Established connections each web process holds on the shared port (Linux ``/proc``)."""
