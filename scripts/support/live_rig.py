@@ -149,9 +149,11 @@ class LiveRig:
         """Established connections each web process holds on the shared port (Linux ``/proc``)."""
         return [established_on(p.pid, self.port) for p in self.web]
 
-    def start_mirror(self) -> None:
+    def start_mirror(self, wrapper: Path | None = None) -> None:
+        """``run_mirror``; ``wrapper``: run it as ``python WRAPPER manage.py ...`` (a profiler)."""
+        prefix = [str(wrapper.resolve())] if wrapper is not None else []
         self.mirror = subprocess.Popen(
-            [sys.executable, "manage.py", "run_mirror", "--cluster", "bench"],
+            [sys.executable, *prefix, "manage.py", "run_mirror", "--cluster", "bench"],
             env={**self.env, "LOG_LEVEL": "INFO"},
             cwd=REPO_ROOT,
             stdout=(self.logs / "mirror.log").open("wb"),
