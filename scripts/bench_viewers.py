@@ -12,7 +12,7 @@ daphnes on one address, ``run_mirror``):
 2. **failover**: deregisters broker 1 and writes its ``--failover`` partitions leaderless in
    batches of ``--batch`` per ZooKeeper multi (managed mode: with the controller's records);
    **recovery**: writes their new leaders the same way;
-3. meanwhile a loader fetches the overview, the topics list and a topic page (1,000 partitions
+3. meanwhile three loaders fetch the overview, the topics list and a topic page (1,000 partitions
    with the default ``--topics 100``) over and over with a viewer's session, and a sampler reads
    the web processes' CPU and RSS.
 
@@ -200,8 +200,8 @@ def login(base: str, username: str) -> tuple[urllib.request.OpenerDirector, str]
     return opener, "; ".join(f"{k}={v}" for k, v in cookies.items())
 
 
-class PageLoader(threading.Thread):
-    """Fetches the overview, the topics list and a topic page in turn until stopped."""
+class PageLoader:
+    """Fetches the overview, the topics list and a topic page, each over and over on a thread of its own."""
 
     URLS = {
         "overview": "/clusters/bench/",
@@ -210,23 +210,30 @@ class PageLoader(threading.Thread):
     }
 
     def __init__(self, base: str, opener: urllib.request.OpenerDirector) -> None:
-        super().__init__(daemon=True)
         self.base = base
         self.opener = opener
         self.done = threading.Event()
         self.times: dict[str, list[float]] = {name: [] for name in self.URLS}
         self.failures = 0
+        self._threads = [threading.Thread(target=self._load, args=(n,), daemon=True) for n in self.URLS]
 
-    def run(self) -> None:
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _load(self, name: str) -> None:
         while not self.done.is_set():
-            for name, path in self.URLS.items():
-                started = time.monotonic()
-                try:
-                    with self.opener.open(self.base + path, timeout=30) as answer:
-                        answer.read()
-                    self.times[name].append(time.monotonic() - started)
-                except OSError:
-                    self.failures += 1
+            started = time.monotonic()
+            try:
+                with self.opener.open(self.base + self.URLS[name], timeout=30) as answer:
+                    answer.read()
+                self.times[name].append(time.monotonic() - started)
+            except OSError:
+                self.failures += 1
 
 
 class WebSampler(threading.Thread):
