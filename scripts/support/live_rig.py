@@ -112,7 +112,6 @@ class LiveRig:
             "LOG_LEVEL": "WARNING",
         }
         self.manage("migrate", "--noinput", "-v", "0")
-        self.manage("ensure_cluster", "--name", "bench", "--zookeeper", self.connect, "--mode", mode)
         self.port = 0
 
     # -- processes ------------------------------------------------------------------------------
@@ -129,11 +128,14 @@ class LiveRig:
             raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
     def create_users(self, count: int) -> list[str]:
+        """Register the cluster (``ensure_cluster``, the real command) and ``count`` users, in one process."""
         names = [f"viewer{i}" for i in range(count)]
         self.manage(
             "shell",
             "-c",
+            "from django.core.management import call_command\n"
             "from django.contrib.auth.models import User\n"
+            f"call_command('ensure_cluster', name='bench', zookeeper={self.connect!r}, mode={self.mode!r})\n"
             f"for n in {names!r}: User.objects.create_user(n, password={PASSWORD!r})",
         )
         return names
