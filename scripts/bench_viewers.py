@@ -78,6 +78,7 @@ class Viewer:
     resync_asked: float | None = None
     resyncs: list[float] = field(default_factory=list)  # seconds from asking to the snapshot
     gaps: int = 0
+    snapshot_bytes: int = 0
     connected: bool = False
     error: str | None = None
 
@@ -135,7 +136,10 @@ async def run_viewer(viewer: Viewer, url: str, cookie: str, origin: str, stop: a
                     raw = await asyncio.wait_for(ws.recv(), timeout=0.5)
                 except TimeoutError:
                     raw = None
-                if raw is not None and viewer.handle(json.loads(raw)) and viewer.resync_asked is None:
+                msg = json.loads(raw) if raw is not None else None
+                if msg is not None and msg.get("kind") == "snapshot" and not viewer.snapshot_bytes:
+                    viewer.snapshot_bytes = len(raw or "")
+                if msg is not None and viewer.handle(msg) and viewer.resync_asked is None:
                     viewer.gaps += 1
                     viewer.resync_asked = time.monotonic()
                     await ws.send(json.dumps({"action": "resync"}))
@@ -304,9 +308,49 @@ def scope_filter(rig: LiveRig, scope: str) -> Callable[[TopicPartition], bool]:
 
 
 # -- one viewer count -------------------------------------------------------------------------------
-def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
+class Browsers:
+    """``count`` chromium pages on the cluster diagram (``?trace=1``), logged in as ``user``; none for 0."""
 
+    def __init__(self, rig: LiveRig, user: str, count: int) -> None:
+        self.pages: list[Any] = []
+        self._pw: Any = None
+        self._browser: Any = None
+        if count == 0:
+            return
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        self._browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = self._browser.new_context(viewport={"width": 1400, "height": 900})
+        first = context.new_page()
+        first.goto(rig.base_url + "/accounts/login/")
+        first.fill("#id_username", user)
+        first.fill("#id_password", PASSWORD)
+        first.click("button[type=submit]")
+        first.wait_for_url(rig.base_url + "/")
+        self.pages = [first] + [context.new_page() for _ in range(count - 1)]
+        for page in self.pages:
+            page.goto(rig.base_url + "/clusters/bench/diagram/?trace=1")
+        for page in self.pages:
+            page.wait_for_function(
+                f"() => window.KcpLive && (window.KcpLive.counts['p:OnlinePartition'] || 0) >= {rig.total}",
+                timeout=300_000,
+            )
+        time.sleep(1.0)
+        for page in self.pages:
+            page.evaluate("window.__kcpTrace.length = 0")
+
+    def traces(self) -> list[list[dict[str, Any]]]:
+        return [page.evaluate("window.__kcpTrace") for page in self.pages]
+
+    def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+        if self._pw is not None:
+            self._pw.stop()
+
+
+def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
     with LiveRig(
         partitions=args.partitions,
         topics=args.topics,
@@ -343,26 +387,8 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
         per_process = rig.connections()
         print(f"bench_viewers: {count} viewers subscribed (connections per web process: {per_process})", flush=True)
         batches = [rig.failing[i : i + args.batch] for i in range(0, len(rig.failing), args.batch)]
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
-            page0 = context.new_page()
-            page0.goto(rig.base_url + "/accounts/login/")
-            page0.fill("#id_username", users[0])
-            page0.fill("#id_password", PASSWORD)
-            page0.click("button[type=submit]")
-            page0.wait_for_url(rig.base_url + "/")
-            pages = [page0] + [context.new_page() for _ in range(args.browsers - 1)]
-            for page in pages:
-                page.goto(rig.base_url + "/clusters/bench/diagram/?trace=1")
-            for page in pages:
-                page.wait_for_function(
-                    f"() => window.KcpLive && (window.KcpLive.counts['p:OnlinePartition'] || 0) >= {rig.total}",
-                    timeout=300_000,
-                )
-            time.sleep(1.0)
-            for page in pages:
-                page.evaluate("window.__kcpTrace.length = 0")
+        browsers = Browsers(rig, users[0], args.browsers)
+        try:
             loader = PageLoader(rig.base_url, sessions[0][0])
             sampler = WebSampler([p.pid for p in rig.web])
             mirror_cpu = process_cpu_seconds(rig.mirror.pid) if rig.mirror is not None else 0.0
@@ -397,8 +423,9 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
             sampler.stop()
             loader.join(60)
             mirror_cpu = (process_cpu_seconds(rig.mirror.pid) if rig.mirror is not None else 0.0) - mirror_cpu
-            traces = [page.evaluate("window.__kcpTrace") for page in pages]
-            browser.close()
+            traces = browsers.traces()
+        finally:
+            browsers.close()
         pool.close()
     return figures(args, rig, count, viewers, batches, commits_down, commits_up, traces, loader, sampler) | {
         "connections_per_web_process": per_process,
@@ -464,6 +491,7 @@ def figures(
         "push_missing": len(every) - len(finite),
         "push_p99_s_by_page": {p: pct(lat, 0.99) / 1000.0 for p, lat in by_scope.items()},
         "browser_push_p99_s": pct(browser_lat, 0.99) / 1000.0 if browser_lat else None,
+        "snapshot_bytes_by_page": {v.page: v.snapshot_bytes for v in viewers},
         "behind_viewers": len(behind),
         "resyncs": len(resyncs),
         "resync_p50_s": pct(resyncs, 0.5),
