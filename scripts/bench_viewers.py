@@ -16,10 +16,13 @@ daphnes on one address, ``run_mirror``):
    with the default ``--topics 100``) over and over with a viewer's session, and a sampler reads
    the web processes' CPU and RSS.
 
-Reported per viewer count: push latency (batch commit in ZooKeeper to the viewer's own state
+Then every page resyncs at once (the mirror's snapshot is taken from under it, as a Redis flush
+would: it rebuilds under a new ``gen`` and every viewer asks for a snapshot). Reported per viewer
+count: push latency (batch commit in ZooKeeper to the viewer's own state
 showing it, every partition of both phases, every viewer) p50/p99/max, per scope too; viewers that
 fell behind (asked for a resync), how long their resyncs took, and viewers stuck (never reached the
-final state); page loads p50/p95 per page; web CPU seconds and peak RSS; the browsers' p99.
+final state); page loads p50/p95 per page; web CPU seconds and peak RSS; the browsers' p99;
+snapshot sizes; the resync storm (mirror rebuilt, every viewer holding the new snapshot).
 
     .venv/bin/python scripts/bench_viewers.py                    # 100,000 partitions; 1, 25, 100 viewers
     .venv/bin/python scripts/bench_viewers.py --quick            # 10,000 partitions; 10, 50 viewers
@@ -79,6 +82,7 @@ class Viewer:
     resyncs: list[float] = field(default_factory=list)  # seconds from asking to the snapshot
     gaps: int = 0
     snapshot_bytes: int = 0
+    before_storm: tuple[int, int] | None = None  # (gaps, resyncs) when the resync storm began
     connected: bool = False
     error: str | None = None
 
@@ -424,13 +428,46 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
             loader.join(60)
             mirror_cpu = (process_cpu_seconds(rig.mirror.pid) if rig.mirror is not None else 0.0) - mirror_cpu
             traces = browsers.traces()
+            storm = resync_storm(rig, viewers, args.settle_s)
         finally:
             browsers.close()
         pool.close()
     return figures(args, rig, count, viewers, batches, commits_down, commits_up, traces, loader, sampler) | {
         "connections_per_web_process": per_process,
+        "resync_storm": storm,
         "settled": settled,
         "mirror_cpu_s": round(mirror_cpu, 2),
+    }
+
+
+def resync_storm(rig: LiveRig, viewers: list[Viewer], timeout: float) -> dict[str, Any]:
+    """Every page resyncs at once: the snapshot is taken from under the mirror (as a Redis flush
+    would), it rebuilds under a new ``gen`` and tells every page; each viewer asks for a snapshot.
+
+    Returns seconds from the loss to the mirror's new ``gen`` and to each viewer holding it."""
+    old = {v.gen for v in viewers}
+    for v in viewers:
+        v.before_storm = (v.gaps, len(v.resyncs))
+    lost = time.monotonic()
+    rig.redis.delete("kcp:bench:m:meta")
+    rebuilt: float | None = None
+    held: dict[int, float] = {}
+    deadline = lost + timeout
+    while time.monotonic() < deadline and len(held) < len(viewers):
+        gen: bytes | str | None = rig.redis.hget("kcp:bench:m:meta", "gen")
+        if rebuilt is None and gen is not None and (gen.decode() if isinstance(gen, bytes) else str(gen)) not in old:
+            rebuilt = time.monotonic() - lost
+        for i, v in enumerate(viewers):
+            if i not in held and v.gen is not None and v.gen not in old and v.resync_asked is None:
+                held[i] = time.monotonic() - lost
+        time.sleep(0.05)
+    after = sorted(held.values())
+    return {
+        "mirror_rebuilt_s": rebuilt,
+        "viewers_resynced": len(after),
+        "viewers_p50_s": pct(after, 0.5) if after else None,
+        "viewers_max_s": after[-1] if after else None,
+        "after_rebuild_max_s": (after[-1] - rebuilt) if after and rebuilt is not None else None,
     }
 
 
@@ -471,8 +508,9 @@ def figures(
         down = expected_after(batches, lambda tp: True)
         browser_lat += push_latencies(timeline, commits_down, down, 0)
         browser_lat += push_latencies(timeline, commits_up, [down[-1] - d for d in down], down[-1])
-    resyncs = [r for v in viewers for r in v.resyncs]
-    behind = [v for v in viewers if v.gaps]
+    marks = {id(v): v.before_storm or (v.gaps, len(v.resyncs)) for v in viewers}
+    resyncs = [r for v in viewers for r in v.resyncs[: marks[id(v)][1]]]
+    behind = [v for v in viewers if marks[id(v)][0]]
     stuck = [v for v in viewers if v.value() != 0 or v.resync_asked is not None or v.error]
     pages = {
         name: {"n": len(ts), "p50_s": pct(ts, 0.5), "p95_s": pct(ts, 0.95), "max_s": max(ts, default=0.0)}

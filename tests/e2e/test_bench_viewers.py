@@ -57,5 +57,7 @@ def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path) 
     assert summary["push_p99_s"] == run["push_p99_s"]
     assert all(page["n"] > 0 for page in run["pages"].values()), run["pages"]
     assert run["browser_push_p99_s"] is not None and run["web_peak_rss_mb"] > 0
+    storm = run["resync_storm"]  # every page resynced at once after the mirror rebuilt its snapshot
+    assert storm["viewers_resynced"] == 12 and storm["mirror_rebuilt_s"] is not None, storm
     assert summary["targets_met"] == run["targets_met"]
     assert json.loads(done.stdout[done.stdout.rindex("\n{\n") :])["push_p99_s"] == summary["push_p99_s"]
