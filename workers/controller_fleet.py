@@ -265,7 +265,7 @@ class ControllerFleet:
         self.stopping.clear()
 
     def tick(self, client: redis.Redis, presence: Presence) -> None:
-        read = self._reads.read(holding=bool(self.held or self.stopping))
+        read = self._reads.read(client, [*self.held, *self.stopping])
         if read is None:  # an empty read not yet believed: keep what runs
             presence.publish([*self.held, *self.stopping])
             return

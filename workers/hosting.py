@@ -22,7 +22,7 @@ import redis
 from django import db
 from django.db import DatabaseError
 
-from dashboard.clusters import hosting
+from dashboard.clusters import hosting, removal
 from dashboard.lib.env import env_str
 
 logger = logging.getLogger(__name__)
@@ -69,9 +69,11 @@ class RegistryReads:
     while the fleet holds clusters is more often a database being restored, re-created or swapped
     (a worker pointed at a fresh SQLite file, a PostgreSQL failover to an empty replica) than an
     operator removing every cluster; believing it would wipe every snapshot in one poll. So an empty
-    registry (no rows at all, filters aside) counts as "every cluster removed" only once it has read
-    empty for ``confirm_empty_s``; until then ``read`` answers ``None``: keep what runs. A read with
-    at least one row proves the registry is the populated one, so its absences are removals at once.
+    registry (no rows at all, filters aside) counts as "every cluster removed" at once only when
+    every held cluster has a removal tombstone (``dashboard.clusters.removal``: it was deleted
+    through Django), else once it has read empty for ``confirm_empty_s``; until then ``read``
+    answers ``None``: keep what runs. A read with at least one row proves the registry is the
+    populated one, so its absences are removals at once.
     """
 
     def __init__(self, only: tuple[str, ...], confirm_empty_s: float) -> None:
@@ -79,9 +81,10 @@ class RegistryReads:
         self.confirm_empty_s = confirm_empty_s
         self._empty_since: float | None = None
 
-    def read(self, holding: bool) -> dict[str, Registered] | None:
+    def read(self, client: redis.Redis, held: Iterable[str]) -> dict[str, Registered] | None:
+        held = sorted(set(held))
         registry, total = read_registry_rows(self.only)
-        if total > 0 or not holding:
+        if total > 0 or not held or removal.removed(client, held) == set(held):
             self._empty_since = None
             return registry
         now = time.monotonic()

@@ -258,6 +258,8 @@ def test_a_removed_cluster_is_deleted_only_after_its_mirror_stopped_with_its_hos
 def test_an_empty_registry_is_believed_only_after_it_stays_empty(
     zk: KazooClient, zk_chroot: str, redis_url: str
 ) -> None:
+    from django.db import connection
+
     small_cluster(zk)
     client = redis.Redis.from_url(redis_url)
     fleet = _fleet(redis_url, empty_registry_confirm_s=3.0)
@@ -265,11 +267,35 @@ def test_an_empty_registry_is_believed_only_after_it_stays_empty(
     fleet.start()
     try:
         wait_for(lambda: _int(client, layout.counts_key("only"), "partitions") == 4, timeout=10, what="mirrored")
-        Cluster.objects.all().delete()  # what a swapped or restored database reads like
+        with connection.cursor() as cursor:  # what a swapped or restored database reads like: no tombstone
+            cursor.execute(f"DELETE FROM {Cluster._meta.db_table}")
         time.sleep(1.5)  # several passes
         assert "only" in fleet.held and client.exists(layout.meta_key("only"))
         wait_for(lambda: not client.exists(layout.meta_key("only")), timeout=8, what="believed, then deleted")
         assert "only" not in fleet.held
+    finally:
+        fleet.stop()
+        client.close()
+
+
+def test_the_last_cluster_removed_through_django_stops_at_once(
+    zk: KazooClient, zk_chroot: str, redis_url: str, settings: Any
+) -> None:
+    """Its tombstone (``dashboard.clusters.removal``) proves the empty registry: no wait."""
+    settings.REDIS_URL = redis_url  # where the post_delete receiver writes the tombstone
+    small_cluster(zk)
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url, empty_registry_confirm_s=60.0)
+    Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")
+    fleet.start()
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("last"), "partitions") == 4, timeout=10, what="mirrored")
+        Cluster.objects.filter(name="last").delete()
+        wait_for(lambda: not client.exists(layout.meta_key("last")), timeout=8, what="stopped and deleted")
+        assert "last" not in fleet.held and client.exists("kcp:last:removed")
+        Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")  # registered again
+        assert not client.exists("kcp:last:removed")
+        wait_for(lambda: "last" in fleet.held, timeout=8, what="mirrored again")
     finally:
         fleet.stop()
         client.close()

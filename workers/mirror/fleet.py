@@ -143,7 +143,7 @@ class MirrorFleet:
 
     # -- one pass over the registry -------------------------------------------------------------
     def tick(self, client: redis.Redis, presence: Presence) -> None:
-        registry = self._reads.read(holding=bool(self.held or self.stopping))
+        registry = self._reads.read(client, self._holding())
         if registry is None:  # an empty read not yet believed: keep what runs
             presence.publish(self._holding())
             return
