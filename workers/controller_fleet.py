@@ -17,7 +17,16 @@ a slot only bounds how many candidates run. So a candidate keeps running while R
 renewal fails with an error, not with "someone else holds it") and takes its slot again if it
 expired meanwhile. It stops (resigns cleanly, deleting ``/controller`` when active) only when its
 cluster is removed or no longer managed, or another worker holds its slot. A changed connect string
-restarts it against the new ZooKeeper.
+restarts it against the new ZooKeeper, once the old one has stopped (two candidates of one id
+on one slot would contend with each other); a removed cluster's hosting hash and this candidate's
+status hash are deleted once it has stopped. Stopping is asked for and then checked each pass,
+never blocked on, so the fleet thread keeps its presence record (TTL one slot period) fresh while
+a candidate resigns. An empty registry is believed only after ``HOSTING_EMPTY_REGISTRY_CONFIRM_S``
+(``workers.hosting.RegistryReads``).
+
+Taking a slot is one Lua script (``_TAKE_FREE_SLOT``): "no slot holder uses my id" and "take the
+first free slot" in one step, so two workers started with the same ``CONTROLLER_ID`` cannot both
+take slots of one cluster by reading before either wrote.
 """
 
 from __future__ import annotations
@@ -30,12 +39,21 @@ from dataclasses import dataclass, replace
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError
 
 from dashboard.clusters import hosting
 from dashboard.lib.env import env_int
+from dashboard.lib.redis_keys import controller_status_key
 from workers.controller_host import ControllerHost, config_from_environment
-from workers.hosting import Presence, Registered, env_filter, least_loaded, read_registry, worker_token
+from workers.hosting import (
+    EMPTY_REGISTRY_CONFIRM_S,
+    Presence,
+    Registered,
+    RegistryReads,
+    env_filter,
+    least_loaded,
+    poll_registry,
+    worker_token,
+)
 from workers.mirror.lease import RedisLease
 
 logger = logging.getLogger(__name__)
@@ -50,6 +68,25 @@ end
 return 0
 """
 """Renew our slot, or take it again if it expired (Redis was away): 1 renewed, 2 retaken, 0 held by another."""
+
+_TAKE_FREE_SLOT = """
+local prefix = ARGV[1] .. '|'
+for i = 1, #KEYS do
+  local value = redis.call('get', KEYS[i])
+  if value and string.sub(value, 1, #prefix) == prefix then
+    return -1
+  end
+end
+for i = 1, #KEYS do
+  if redis.call('set', KEYS[i], ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return i - 1
+  end
+end
+return -2
+"""
+"""Take the first free slot of a cluster (KEYS: its slot keys in order) unless a holder uses our id
+(ARGV[1]); ARGV[2] our value, ARGV[3] the TTL in ms. Returns the slot's index, -1 (our id is taken)
+or -2 (no free slot)."""
 
 
 @dataclass
@@ -164,6 +201,8 @@ class ControllerFleet:
         slot_ttl_s: float | None = None,
         poll_s: float | None = None,
         token: str | None = None,
+        stop_timeout_s: float = 30.0,
+        empty_registry_confirm_s: float | None = None,
     ) -> None:
         cid = controller_id if controller_id is not None else env_int("CONTROLLER_ID", -1)
         if cid < 0:
@@ -179,6 +218,10 @@ class ControllerFleet:
         self.poll_s = float(poll_s if poll_s is not None else settings.HOSTING_POLL_S)
         self.token = token or worker_token()
         self.held: dict[str, HostedCandidate] = {}
+        self.stopping: dict[str, tuple[HostedCandidate, float]] = {}
+        self.stop_timeout_s = stop_timeout_s
+        confirm = EMPTY_REGISTRY_CONFIRM_S if empty_registry_confirm_s is None else empty_registry_confirm_s
+        self._reads = RegistryReads(self.only, confirm)
         self._removal_deadlines: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -212,29 +255,23 @@ class ControllerFleet:
             ttl_s=self.slot_ttl_s,
             controller_id=self.controller_id,
         )
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.tick(client, presence)
-                except redis.RedisError as exc:
-                    logger.warning("controller fleet %s: Redis unavailable (%s)", self.token, exc)
-                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
-                    logger.warning("controller fleet %s: cluster registry unreadable (%s)", self.token, exc)
-                except Exception:
-                    logger.exception("controller fleet %s: a registry pass failed", self.token)
-                self._stop.wait(self.poll_s)
-        finally:
-            for candidate in self.held.values():
-                candidate.signal_stop()
-            for candidate in self.held.values():
-                candidate.join()
-            self.held.clear()
-            with contextlib.suppress(redis.RedisError):
-                presence.withdraw()
-            client.close()
+        poll_registry("controller", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
+
+    def _stop_all(self) -> None:
+        for candidate in self.held.values():
+            candidate.signal_stop()
+        for candidate in [*self.held.values(), *(c for c, _ in self.stopping.values())]:
+            candidate.join(self.stop_timeout_s)
+        self.held.clear()
+        self.stopping.clear()
 
     def tick(self, client: redis.Redis, presence: Presence) -> None:
-        registry = {n: c for n, c in read_registry(self.only).items() if c.mode == "managed"}
+        read = self._reads.read(client, [*self.held, *self.stopping])
+        if read is None:  # an empty read not yet believed: keep what runs
+            presence.publish([*self.held, *self.stopping])
+            return
+        registry = {n: c for n, c in read.items() if c.mode == "managed"}
+        self._finish_stopping(client, registry)
         for name, candidate in list(self.held.items()):
             wanted = registry.get(name)
             if wanted is not None:
@@ -249,26 +286,51 @@ class ControllerFleet:
                 logger.info("controller candidate for %s: connect string changed; restarting", name)
             del self.held[name]
             candidate.signal_stop()
-            candidate.join()
-            if wanted is not None and not candidate.lost.is_set():
-                self._host(client, wanted, candidate.slot, candidate.lease)
-        presence.publish(self.held)
+            self.stopping[name] = (candidate, time.monotonic())
+        self._finish_stopping(client, registry)  # the ones that stopped at once
+        presence.publish([*self.held, *self.stopping])
         others = presence.others()
         for name, cluster in sorted(registry.items()):
-            if name in self.held or len(self.held) >= self.max_clusters:
+            if name in self.held or name in self.stopping or len(self.held) + len(self.stopping) >= self.max_clusters:
                 continue
-            slot = self._free_slot(client, name)
-            if slot is None:
-                continue
-            holders = self._slot_holders(client, name)
+            values = self._slot_values(client, name)
+            if any(v is not None and v[0] == self.controller_id for v in values) or all(v is not None for v in values):
+                continue  # cheap pre-check; the script below decides
+            holders = {v[1] for v in values if v is not None}
             if not least_loaded(len(self.held), [w for w in others if w.token not in holders], name):
                 continue
             value = hosting.slot_value(self.controller_id, self.token)
+            slot = self._take_free_slot(client, name, value)
+            if slot is None:
+                continue
             lease = RedisLease(client, hosting.slot_key(name, slot), value, self.slot_ttl_s)
-            if lease.acquire():
-                logger.info("controller fleet %s: candidate for %s (slot %d)", self.token, name, slot)
-                self._host(client, cluster, slot, lease)
-        presence.publish(self.held)
+            logger.info("controller fleet %s: candidate for %s (slot %d)", self.token, name, slot)
+            self._host(client, cluster, slot, lease)
+        presence.publish([*self.held, *self.stopping])
+
+    def _finish_stopping(self, client: redis.Redis, registry: dict[str, Registered]) -> None:
+        """Act on every stopping candidate that has stopped: restart a re-pointed one on its slot,
+        clean up after a removed cluster; warn once about one that takes longer than it should."""
+        for name, (candidate, since) in list(self.stopping.items()):
+            if candidate.alive:
+                with contextlib.suppress(redis.RedisError):
+                    candidate.lease.renew()  # its own renewals ended; the slot stays ours until it has stopped
+                waited = time.monotonic() - since
+                if waited > self.stop_timeout_s:
+                    logger.warning("controller candidate for %s has not stopped after %.0f s; waiting", name, waited)
+                    self.stopping[name] = (candidate, time.monotonic())  # warn again one timeout later
+                continue
+            del self.stopping[name]
+            wanted = registry.get(name)
+            if wanted is not None and not candidate.lost.is_set():  # re-pointed: back on a slot at once
+                value = hosting.slot_value(self.controller_id, self.token)
+                slot = self._take_free_slot(client, name, value)
+                if slot is not None:
+                    lease = RedisLease(client, hosting.slot_key(name, slot), value, self.slot_ttl_s)
+                    self._host(client, wanted, slot, lease)
+            elif wanted is None:
+                with contextlib.suppress(redis.RedisError):
+                    client.delete(hosting.cluster_hosting_key(name), controller_status_key(name, self.controller_id))
 
     def _defer_active_resignation(self, name: str) -> bool:
         """Whether the active candidate of a removed cluster should wait before resigning.
@@ -294,12 +356,11 @@ class ControllerFleet:
             pipe.get(hosting.slot_key(name, i))
         return [hosting.parse_slot_value(v.decode()) if v is not None else None for v in pipe.execute()]
 
-    def _slot_holders(self, client: redis.Redis, name: str) -> set[str]:
-        return {v[1] for v in self._slot_values(client, name) if v is not None}
-
-    def _free_slot(self, client: redis.Redis, name: str) -> int | None:
-        """A free slot of ``name`` this worker may take: none while another holder uses our id."""
-        values = self._slot_values(client, name)
-        if any(v is not None and v[0] == self.controller_id for v in values):
+    def _take_free_slot(self, client: redis.Redis, name: str, value: str) -> int | None:
+        """Take a free slot of ``name`` in one step: none while another holder uses our id."""
+        keys = [hosting.slot_key(name, i) for i in range(self.per_cluster)]
+        if not keys:
             return None
-        return next((i for i, v in enumerate(values) if v is None), None)
+        take = client.register_script(_TAKE_FREE_SLOT)
+        result = int(take(keys=keys, args=[self.controller_id, value, int(self.slot_ttl_s * 1000)]))
+        return result if result >= 0 else None

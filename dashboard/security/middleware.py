@@ -3,19 +3,22 @@
 Action requests are the unsafe methods (POST, PUT, PATCH, DELETE) under ``/actions/`` and
 ``/api/v1/``. In order:
 
-1. no ``Content-Length`` -> 411 (every browser ``fetch`` and form sends one; a chunked body of
+1. more than ``ACTION_RATE_LIMIT`` requests in the window by the same user, or for anonymous
+   requests by the same client address -> 429 with ``Retry-After`` (first, so every action request
+   counts, malformed and anonymous ones too);
+2. no ``Content-Length`` -> 411 (every browser ``fetch`` and form sends one; a chunked body of
    unknown size is not accepted for actions);
-2. ``Content-Length`` over ``ACTION_MAX_BODY_BYTES`` -> 413 (Django's own
+3. ``Content-Length`` over ``ACTION_MAX_BODY_BYTES`` -> 413 (Django's own
    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` still bounds every other form);
-3. more than ``ACTION_RATE_LIMIT`` requests in the window by the same user, or for anonymous
-   requests by the same client address -> 429 with ``Retry-After`` (before the login check, so a
-   flood of anonymous POSTs is limited too and cannot fill the audit log unchecked);
 4. no logged-in user -> 401 under ``/api/v1/`` (an API client cannot follow the login redirect);
    pages keep ``LoginRequiredMiddleware``'s redirect to the login form, and the attempt is audited.
 
-Every refusal is audited (``REQUEST_REJECTED``) and answered as JSON under ``/api/`` and as plain
-text elsewhere. Being a ``__call__`` check, it runs before every middleware's ``process_view``
-(CSRF, login), so an oversized body is never parsed.
+Refusals are audited (``REQUEST_REJECTED``) and answered as JSON under ``/api/`` and as plain text
+elsewhere. The audit is bounded: a 429 is audited once per limited key (user, or address) per
+window, on the first refusal (its row says so); the 411s, 413s and anonymous redirects audited
+before it are at most ``ACTION_RATE_LIMIT``'s count per window. So a flood from one address adds at
+most count + 1 rows per window, however many requests it sends. Being a ``__call__`` check, it runs
+before every middleware's ``process_view`` (CSRF, login), so an oversized body is never parsed.
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ class ActionRequestLimitsMiddleware:
         return self.get_response(request)
 
     def _check(self, request: HttpRequest) -> HttpResponse | None:
+        refused = self._rate_limit(request)
+        if refused is not None:
+            return refused
         raw = request.META.get("CONTENT_LENGTH") or ("0" if request.method == "DELETE" else "")
         try:
             length = int(raw)
@@ -90,9 +96,6 @@ class ActionRequestLimitsMiddleware:
         if length > self.max_body:
             message = f"request body of {length} bytes is over the {self.max_body}-byte limit for action requests"
             return self._refuse(request, 413, message, {"content_length": length, "limit": self.max_body})
-        refused = self._rate_limit(request)
-        if refused is not None:
-            return refused
         user = getattr(request, "user", None)
         if user is None or not getattr(user, "is_authenticated", False):
             message = "log in first: action requests need an authenticated session"
@@ -103,19 +106,23 @@ class ActionRequestLimitsMiddleware:
         return None
 
     def _rate_limit(self, request: HttpRequest) -> HttpResponse | None:
-        """Counted before the login check, so anonymous requests are limited too (by client address)."""
+        """Counted before anything else, so anonymous and malformed requests are limited too (anonymous
+        ones by client address); only the window's first refusal per key is audited."""
         if self.limiter is None:
             return None
         decision = self.limiter.hit(rate_key(request))
         if decision.allowed:
             return None
-        message = (
-            f"too many action requests: the limit is {self.limiter.limit.describe()}; "
-            f"try again in {decision.retry_after_s} s"
-        )
-        response = self._refuse(
-            request, 429, message, {"limit": self.limiter.limit.describe(), "counter": decision.backend}
-        )
+        limit = self.limiter.limit
+        message = f"too many action requests: the limit is {limit.describe()}; try again in {decision.retry_after_s} s"
+        if decision.count == limit.count + 1:
+            extra: dict[str, object] = {
+                "limit": limit.describe(),
+                "counter": decision.backend,
+                "audited": "the first refusal of this window; later ones in it are refused without a row",
+            }
+            record_rejection(request, status=429, reason=message, extra=extra)
+        response = rejection(request, 429, message)
         response["Retry-After"] = str(decision.retry_after_s)
         return response
 

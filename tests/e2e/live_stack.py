@@ -24,9 +24,9 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, free_port, port_open
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
-from workers.mirror.testing import KafkaLayoutWriter
 
 CLUSTER: Final = "e2e"
 PASSWORD: Final = "correct horse battery"

@@ -33,12 +33,12 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from dashboard.clusters import hosting, layout
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_port, port_open
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.e2e.browser import CHROMIUM
 from tests.e2e.live_stack import start_web
 from tests.e2e.test_live_pages import text_becomes
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
-from workers.mirror.testing import KafkaLayoutWriter
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
 

@@ -9,9 +9,9 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from dashboard.clusters import layout
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from workers.mirror.mirror import Mirror, MirrorConfig
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 CLUSTER = "itest"
 ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 3]}

@@ -28,10 +28,10 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from dashboard.clusters import layout
 from scripts.devservices import REPO_ROOT
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
-from workers.mirror.testing import KafkaLayoutWriter
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 

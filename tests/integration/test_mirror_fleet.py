@@ -7,6 +7,7 @@ re-points its mirror, a removed one stops with its snapshot deleted, and two fle
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,14 +17,14 @@ import pytest
 import redis
 from kazoo.client import KazooClient
 
-from dashboard.clusters import layout
+from dashboard.clusters import hosting, layout
 from dashboard.clusters.models import Cluster
 from scripts.devservices import ZooKeeperServer
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.zk import wait_for
 from workers.mirror.fleet import MirrorFleet
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,8 +36,7 @@ def _fleet(redis_url: str, **kwargs: object) -> MirrorFleet:
         poll_s=0.2,
         only=(),
         token=f"test:{uuid.uuid4().hex[:6]}",
-        publisher_factory=RecordingPublisher,
-        **kwargs,  # type: ignore[arg-type]
+        **{"publisher_factory": RecordingPublisher, "empty_registry_confirm_s": 0.5, **kwargs},  # type: ignore[arg-type]
     )
 
 
@@ -172,6 +172,130 @@ def test_a_cluster_whose_zookeeper_goes_away_later_reads_unreachable_not_empty(
         finally:
             zk_server.start()
         wait_for(lambda: client.hget(layout.meta_key("fading"), "zk_state") == b"CONNECTED", timeout=30, what="back")
+    finally:
+        fleet.stop()
+        client.close()
+
+
+class _SlowToClose(RecordingPublisher):
+    """A publisher whose ``close`` (on the mirror's way out) waits for ``gate``: a mirror slow to stop."""
+
+    gate = threading.Event()
+    created: list[tuple[float, _SlowToClose]] = []
+    closed_at: list[float] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        _SlowToClose.created.append((time.monotonic(), self))
+
+    def close(self) -> None:
+        _SlowToClose.gate.wait(20)
+        _SlowToClose.closed_at.append(time.monotonic())
+
+
+def _presence_at(client: redis.Redis, token: str) -> int:
+    return int(client.hget(hosting.host_key("mirror", token), "at") or 0)
+
+
+def test_a_repointed_mirror_starts_only_after_the_old_one_stopped_and_the_fleet_keeps_its_presence(
+    zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
+) -> None:
+    small_cluster(zk)
+    _SlowToClose.gate.clear()
+    _SlowToClose.created.clear()
+    _SlowToClose.closed_at.clear()
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url, publisher_factory=_SlowToClose, stop_timeout_s=0.5)
+    Cluster.objects.create(name="slow", zookeeper_connect=zk_chroot, mode="observed")
+    fleet.start()
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("slow"), "partitions") == 4, timeout=10, what="mirrored")
+        Cluster.objects.filter(name="slow").update(zookeeper_connect=second_chroot)
+        wait_for(lambda: "slow" in fleet.stopping, timeout=5, what="the old mirror asked to stop")
+        before = _presence_at(client, fleet.token)
+        time.sleep(2.0)  # the old mirror is stuck in close(), well past stop_timeout_s
+        assert "slow" not in fleet.held and len(_SlowToClose.created) == 1  # no second mirror beside it
+        assert _presence_at(client, fleet.token) > before  # the fleet thread was not blocked on the join
+        assert client.get(layout.lock_key("slow")) == fleet.token.encode()  # still ours
+        _SlowToClose.gate.set()
+        wait_for(lambda: _int(client, layout.counts_key("slow"), "partitions") == 2, timeout=10, what="re-pointed")
+        assert len(_SlowToClose.created) == 2 and _SlowToClose.created[1][0] >= _SlowToClose.closed_at[0]
+    finally:
+        _SlowToClose.gate.set()
+        fleet.stop()
+        client.close()
+
+
+def test_a_removed_cluster_is_deleted_only_after_its_mirror_stopped_with_its_hosting_hash(
+    zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
+) -> None:
+    small_cluster(zk)
+    _SlowToClose.gate.clear()
+    _SlowToClose.created.clear()
+    _SlowToClose.closed_at.clear()
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url, publisher_factory=_SlowToClose, stop_timeout_s=0.5)
+    Cluster.objects.create(name="keep", zookeeper_connect=second_chroot, mode="observed")
+    Cluster.objects.create(name="drop", zookeeper_connect=zk_chroot, mode="observed")
+    fleet.start()
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("drop"), "partitions") == 4, timeout=10, what="mirrored")
+        client.hset(hosting.cluster_hosting_key("drop"), "controller_active_at", 1)
+        Cluster.objects.filter(name="drop").delete()
+        wait_for(lambda: "drop" in fleet.stopping, timeout=5, what="the mirror asked to stop")
+        time.sleep(1.5)
+        assert client.exists(layout.meta_key("drop"))  # not deleted under a mirror that still runs
+        _SlowToClose.gate.set()
+        wait_for(lambda: not client.exists(layout.meta_key("drop")), timeout=5, what="snapshot deleted")
+        assert not client.exists(hosting.cluster_hosting_key("drop"))
+        assert "drop" not in fleet.stopping and "keep" in fleet.held
+    finally:
+        _SlowToClose.gate.set()
+        fleet.stop()
+        client.close()
+
+
+def test_an_empty_registry_is_believed_only_after_it_stays_empty(
+    zk: KazooClient, zk_chroot: str, redis_url: str
+) -> None:
+    from django.db import connection
+
+    small_cluster(zk)
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url, empty_registry_confirm_s=3.0)
+    Cluster.objects.create(name="only", zookeeper_connect=zk_chroot, mode="observed")
+    fleet.start()
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("only"), "partitions") == 4, timeout=10, what="mirrored")
+        with connection.cursor() as cursor:  # what a swapped or restored database reads like: no tombstone
+            cursor.execute(f"DELETE FROM {Cluster._meta.db_table}")
+        time.sleep(1.5)  # several passes
+        assert "only" in fleet.held and client.exists(layout.meta_key("only"))
+        wait_for(lambda: not client.exists(layout.meta_key("only")), timeout=8, what="believed, then deleted")
+        assert "only" not in fleet.held
+    finally:
+        fleet.stop()
+        client.close()
+
+
+def test_the_last_cluster_removed_through_django_stops_at_once(
+    zk: KazooClient, zk_chroot: str, redis_url: str, settings: Any
+) -> None:
+    """Its tombstone (``dashboard.clusters.removal``) proves the empty registry: no wait."""
+    settings.REDIS_URL = redis_url  # where the post_delete receiver writes the tombstone
+    small_cluster(zk)
+    client = redis.Redis.from_url(redis_url)
+    fleet = _fleet(redis_url, empty_registry_confirm_s=60.0)
+    Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")
+    fleet.start()
+    try:
+        wait_for(lambda: _int(client, layout.counts_key("last"), "partitions") == 4, timeout=10, what="mirrored")
+        Cluster.objects.filter(name="last").delete()
+        wait_for(lambda: not client.exists(layout.meta_key("last")), timeout=8, what="stopped and deleted")
+        assert "last" not in fleet.held and client.exists("kcp:last:removed")
+        Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")  # registered again
+        assert not client.exists("kcp:last:removed")
+        wait_for(lambda: "last" in fleet.held, timeout=8, what="mirrored again")
     finally:
         fleet.stop()
         client.close()

@@ -8,12 +8,12 @@ from kazoo.client import KazooClient
 
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.zk import wait_for
 from workers.mirror.host import MirrorHost
 from workers.mirror.lease import RedisLease
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 pytestmark = pytest.mark.django_db
 

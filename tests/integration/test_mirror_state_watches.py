@@ -15,11 +15,11 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from dashboard.clusters import layout
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import CLUSTER, counts, small_cluster
 from tests.support.zk import wait_for
 from workers.mirror.mirror import Mirror, MirrorConfig
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 
 @pytest.fixture

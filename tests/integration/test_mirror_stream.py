@@ -12,11 +12,11 @@ from controller_core.model import TopicPartition
 from dashboard.clusters import layout
 from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
+from scripts.support.kafka_layout import KafkaLayoutWriter, state_change_record
 from tests.integration.mirror_helpers import CLUSTER, counts, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import wait_for
 from workers.mirror.mirror import Mirror
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter, state_change_record
 
 STREAM = state_change_stream_key(CLUSTER)
 

@@ -12,11 +12,11 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from dashboard.clusters import layout
 from dashboard.live import groups, protocol
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import CLUSTER, counts, meta, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import wait_for
 from workers.mirror.mirror import Mirror
 from workers.mirror.publish import RecordingPublisher
-from workers.mirror.testing import KafkaLayoutWriter
 
 
 @pytest.fixture

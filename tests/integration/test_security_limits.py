@@ -115,12 +115,31 @@ def test_anonymous_action_requests_are_limited_by_address(cluster: Cluster, zk: 
     assert codes == [302, 302, 302, 429, 429]
     api = anonymous.post("/api/v1/clusters/sec/elections/", {}, REMOTE_ADDR="203.0.113.9")
     assert api.status_code == 429  # the same address's allowance, API or page
-    rows = rejected(429)
-    assert len(rows) == 3 and all(r.user_id is None and r.parameters["ip"] == "203.0.113.9" for r in rows)
+    (row,) = rejected(429)  # one row for the window, not one per refusal
+    assert row.user_id is None and row.parameters["ip"] == "203.0.113.9"
     # Another address, and a logged-in user, have their own allowance.
     assert Client().post(URL, {"scope": "imbalanced"}, REMOTE_ADDR="203.0.113.10").status_code == 302
     client, _ = _client("viewer")
     assert client.post(URL, {"scope": "imbalanced", "reason": "x"}, REMOTE_ADDR="203.0.113.9").status_code == 403
+
+
+def test_a_flood_from_one_address_adds_a_bounded_number_of_audit_rows(cluster: Cluster, settings: Any) -> None:
+    """Anonymous, oversized and length-less POSTs all count; the audit grows by at most count + 1 rows."""
+    settings.ACTION_RATE_LIMIT = "3/60"
+    settings.ACTION_MAX_BODY_BYTES = 400
+    flood = Client()
+    codes = []
+    for i in range(60):
+        if i % 3 == 0:
+            codes.append(flood.post(URL, {"reason": "x" * 800}, REMOTE_ADDR="198.51.100.7").status_code)
+        elif i % 3 == 1:
+            codes.append(flood.generic("POST", URL, b"", CONTENT_LENGTH="", REMOTE_ADDR="198.51.100.7").status_code)
+        else:
+            codes.append(flood.post(URL, {"scope": "imbalanced"}, REMOTE_ADDR="198.51.100.7").status_code)
+    assert codes[:3] == [413, 411, 302] and set(codes[3:]) == {429}
+    rows = Action.objects.filter(kind=Action.Kind.REQUEST_REJECTED)
+    assert rows.count() == 4  # 413, 411, the redirect, and one 429
+    assert len(rejected(429)) == 1
 
 
 def test_without_redis_the_limit_still_holds_per_process(cluster: Cluster, settings: Any) -> None:

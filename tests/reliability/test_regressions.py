@@ -24,9 +24,9 @@ from controller_core.zk.client import stop_client
 from controller_core.zk.store import ZkStore
 from scripts.devservices import ZooKeeperServer
 from scripts.reliability.faultproxy import FaultProxy
+from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import counts, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import drop_connection, wait_for
-from workers.mirror.testing import KafkaLayoutWriter
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,14 @@ role re-reads the registry every ``HOSTING_POLL_S`` and
 * hands one cluster back when it holds two more than the least loaded worker that may host it
   (at most once per lease period, so workers joining at once do not thrash);
 * re-points a held mirror whose connect string or mode changed (a new ``Mirror``, same lease), and
-  stops a removed cluster's mirror, releases its lease and deletes its snapshot keys (the
-  state-change stream, i.e. the history, stays).
+  stops a removed cluster's mirror, releases its lease and deletes its snapshot keys and its
+  hosting hash (the state-change stream, i.e. the history, stays). Both wait for the old mirror
+  to have stopped, however long that takes: a new mirror beside a still-running old one would
+  write the same keys, and a snapshot deleted under a running mirror comes back half. The wait is
+  checked each pass, never blocked on, so the fleet thread keeps its presence record (its TTL is
+  the lease's) fresh meanwhile;
+* believes an empty registry only once it has read empty for ``HOSTING_EMPTY_REGISTRY_CONFIRM_S``
+  (``workers.hosting.RegistryReads``).
 
 Each held cluster runs in a ``ClusterMirror`` of its own (its thread and its ``Mirror``'s loop), so a
 100,000-partition resync of one cluster never holds up another's deltas beyond sharing the CPU.
@@ -25,14 +31,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError
 
-from dashboard.clusters import layout
+from dashboard.clusters import hosting, layout
 from dashboard.clusters.hosting import WorkerRecord
-from workers.hosting import Presence, Registered, env_filter, least_loaded, read_registry, worker_token
+from workers.hosting import (
+    EMPTY_REGISTRY_CONFIRM_S,
+    Presence,
+    Registered,
+    RegistryReads,
+    env_filter,
+    least_loaded,
+    poll_registry,
+    worker_token,
+)
 from workers.mirror.host import ClusterMirror, default_publisher
 from workers.mirror.lease import RedisLease
 from workers.mirror.publish import Publisher
@@ -51,7 +66,18 @@ def delete_snapshot(client: redis.Redis, cluster: str) -> int:
             batch = []
     if batch:
         deleted += int(client.delete(*batch))
-    return deleted
+    return deleted + int(client.delete(hosting.cluster_hosting_key(cluster)))
+
+
+@dataclass
+class Stopping:
+    """A mirror asked to stop, and what to do once it has: ``remove`` (delete the snapshot),
+    ``repoint`` (start the registry's new version on the same lease) or ``shed`` (nothing)."""
+
+    leader: ClusterMirror
+    action: str
+    since: float
+    warned: bool = False
 
 
 class MirrorFleet:
@@ -68,6 +94,8 @@ class MirrorFleet:
         token: str | None = None,
         publisher_factory: Callable[[], Publisher] = default_publisher,
         config_overrides: dict[str, object] | None = None,
+        stop_timeout_s: float = 15.0,
+        empty_registry_confirm_s: float | None = None,
     ) -> None:
         self.redis_url = redis_url or settings.REDIS_URL
         self.max_clusters = max(0, max_clusters if max_clusters is not None else settings.MIRROR_MAX_CLUSTERS)
@@ -78,6 +106,10 @@ class MirrorFleet:
         self.publisher_factory = publisher_factory
         self.config_overrides = config_overrides or {}
         self.held: dict[str, ClusterMirror] = {}
+        self.stopping: dict[str, Stopping] = {}
+        self.stop_timeout_s = stop_timeout_s
+        confirm = EMPTY_REGISTRY_CONFIRM_S if empty_registry_confirm_s is None else empty_registry_confirm_s
+        self._reads = RegistryReads(self.only, confirm)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_shed = 0.0
@@ -99,52 +131,85 @@ class MirrorFleet:
         presence = Presence(
             client, "mirror", self.token, max_clusters=self.max_clusters, only=self.only, ttl_s=self.lease_ttl_s
         )
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.tick(client, presence)
-                except redis.RedisError as exc:
-                    logger.warning("mirror fleet %s: Redis unavailable (%s)", self.token, exc)
-                except DatabaseError as exc:  # not migrated yet, or the database is away: keep what runs
-                    logger.warning("mirror fleet %s: cluster registry unreadable (%s)", self.token, exc)
-                except Exception:
-                    logger.exception("mirror fleet %s: a registry pass failed", self.token)
-                self._stop.wait(self.poll_s)
-        finally:
-            for leader in self.held.values():
-                leader.signal_stop()
-            for leader in self.held.values():
-                leader.join()
-            self.held.clear()
-            with contextlib.suppress(redis.RedisError):
-                presence.withdraw()
-            client.close()
+        poll_registry("mirror", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
+
+    def _stop_all(self) -> None:
+        for leader in self.held.values():
+            leader.signal_stop()
+        for leader in [*self.held.values(), *(s.leader for s in self.stopping.values())]:
+            leader.join(self.stop_timeout_s)
+        self.held.clear()
+        self.stopping.clear()
 
     # -- one pass over the registry -------------------------------------------------------------
     def tick(self, client: redis.Redis, presence: Presence) -> None:
-        registry = read_registry(self.only)
+        registry = self._reads.read(client, self._holding())
+        if registry is None:  # an empty read not yet believed: keep what runs
+            presence.publish(self._holding())
+            return
         self._drop_finished()
+        self._finish_stopping(client, registry)
         for name in [n for n in self.held if n not in registry]:
-            self._remove(client, name)
+            self._begin_stop(name, "remove")
         for name, leader in list(self.held.items()):
             wanted = registry[name]
             if leader.cluster != wanted:
                 logger.info("mirror of %s: registry changed (%s -> %s); re-pointing", name, leader.cluster, wanted)
-                leader.stop(release=False)
-                self._run_leader(client, wanted, leader.lease)
-        presence.publish(self.held)
+                self._begin_stop(name, "repoint")
+        self._finish_stopping(client, registry)  # the ones that stopped at once
+        presence.publish(self._holding())
         others = presence.others()
         self._shed_if_unbalanced(others)
         for name, cluster in sorted(registry.items()):
-            if name in self.held or len(self.held) >= self.max_clusters:
+            if name in self.held or name in self.stopping or len(self._holding()) >= self.max_clusters:
                 continue
-            if not least_loaded(len(self.held), others, name):
+            if not least_loaded(len(self._holding()), others, name):
                 continue
             lease = RedisLease(client, layout.lock_key(name), self.token, self.lease_ttl_s)
             if lease.acquire():
                 logger.info("mirror fleet %s holds the lease of %s", self.token, name)
                 self._run_leader(client, cluster, lease)
-        presence.publish(self.held)
+        presence.publish(self._holding())
+
+    def _holding(self) -> list[str]:
+        """What this worker holds a lease of: running mirrors and the ones still stopping."""
+        return [*self.held, *self.stopping]
+
+    def _begin_stop(self, name: str, action: str) -> None:
+        leader = self.held.pop(name)
+        leader.signal_stop(release=action != "repoint")
+        self.stopping[name] = Stopping(leader, action, time.monotonic())
+
+    def _finish_stopping(self, client: redis.Redis, registry: dict[str, Registered]) -> None:
+        """Act on every stopping mirror that has stopped; warn (once) about one that has not in time."""
+        for name, stopping in list(self.stopping.items()):
+            leader = stopping.leader
+            if leader.alive:
+                # It no longer renews its lease itself; until it has stopped nobody else may start a
+                # mirror of this cluster, so the fleet renews it (the mirror releases it on its way out
+                # unless it is re-pointed).
+                with contextlib.suppress(redis.RedisError):
+                    leader.lease.renew()
+                waited = time.monotonic() - stopping.since
+                if waited > self.stop_timeout_s and not stopping.warned:
+                    stopping.warned = True
+                    logger.warning(
+                        "mirror of %s has not stopped %.0f s after being asked; %s waits for it",
+                        name,
+                        waited,
+                        stopping.action,
+                    )
+                continue
+            del self.stopping[name]
+            wanted = registry.get(name)
+            if stopping.action == "repoint" and wanted is not None and not leader.lost.is_set():
+                self._run_leader(client, wanted, leader.lease)
+            elif stopping.action == "repoint" and wanted is None:
+                with contextlib.suppress(redis.RedisError):
+                    leader.lease.release()
+                self._delete(client, name)
+            elif stopping.action == "remove":
+                self._delete(client, name)
 
     def _run_leader(self, client: redis.Redis, cluster: Registered, lease: RedisLease) -> None:
         leader = ClusterMirror(
@@ -159,20 +224,18 @@ class MirrorFleet:
                 logger.info("mirror of %s ended on %s (lease lost or failed)", name, self.token)
                 del self.held[name]
 
-    def _remove(self, client: redis.Redis, name: str) -> None:
-        leader = self.held.pop(name)
-        leader.stop(release=True)
+    def _delete(self, client: redis.Redis, name: str) -> None:
         deleted = delete_snapshot(client, name)
         logger.info("mirror of %s stopped: the cluster was removed (%d snapshot keys deleted)", name, deleted)
 
     def _shed_if_unbalanced(self, others: list[WorkerRecord]) -> None:
         now = time.monotonic()
-        if len(self.held) < 2 or now - self._last_shed < self.lease_ttl_s:
+        if len(self.held) < 2 or self.stopping or now - self._last_shed < self.lease_ttl_s:
             return
         for name in sorted(self.held, reverse=True):
             loads = [len(w.held) for w in others if w.accepts(name) and len(w.held) < w.max_clusters]
             if loads and len(self.held) > min(loads) + 1:
                 logger.info("mirror fleet %s: handing %s to a less loaded worker", self.token, name)
                 self._last_shed = now
-                self.held.pop(name).stop(release=True)
+                self._begin_stop(name, "shed")
                 return

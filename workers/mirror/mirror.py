@@ -12,20 +12,13 @@ session listener and the stream follower only enqueue. The loop:
 4. Every ``heartbeat_s``: store staleness (ZooKeeper state, time of the last confirmed sync), check
    that Redis still holds our generation, and broadcast the status to the pages.
 
-How partition states stay fresh without a watch per state znode (``zksource`` explains why):
-
-* managed mode: the controller's stream reports every transition, election and ISR change at once;
-  partitions it names are re-read from ZooKeeper shortly after to confirm (never regressing);
-* both modes: a broker or controller change re-reads the affected partitions at once and again on a
-  short schedule (the new controller's elections land within seconds); new partitions are read
-  when their topic appears; and a sweep re-reads every state in chunks every ``sweep_s``.
+How partition states stay fresh without a watch per state znode: ``reads.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-import heapq
 import itertools
 import logging
 import queue
@@ -33,8 +26,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -45,11 +37,11 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
 from controller_core.zk.multiread import MultiReader
-from controller_core.zk.setwatches import set_node_watches
 from dashboard.clusters import layout
 from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
 from workers.mirror import zksource
+from workers.mirror.config import MirrorConfig
 from workers.mirror.deltas import DeltaBuilder, watched_scopes
 from workers.mirror.events import (
     AdminChanged,
@@ -65,53 +57,17 @@ from workers.mirror.events import (
     TopicsChanged,
 )
 from workers.mirror.publish import Publisher
+from workers.mirror.reads import StateReads, member_tp
 from workers.mirror.snapshot import SnapshotWriter
 from workers.mirror.state import MANAGED, OBSERVED, MirrorState
 from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries, replay_start
 
+__all__ = ["Mirror", "MirrorConfig"]
+
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class MirrorConfig:
-    """Tunables of one mirror (defaults suit 100,000 partitions on one machine)."""
-
-    cluster: str
-    mode: str = OBSERVED
-    window_s: float = 0.15
-    heartbeat_s: float = 1.0
-    sweep_s: float | None = None  # None: 15 s observed, 60 s managed (the stream reports changes)
-    sweep_chunk: int = 2_000
-    refresh_chunk: int = 2_000
-    gc_interval_s: float = 300.0
-    # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
-    # stream, so they look often; a managed cluster's controller reports its elections itself.
-    followups: tuple[float, ...] = (0.3, 1.0, 2.5, 5.0)
-    managed_followups: tuple[float, ...] = (10.0,)
-    # Partitions the stream reported with a new leader are read back this much later (after the
-    # storm: the stream is already what the page shows, the read only confirms versions).
-    confirm_delay_s: float = 5.0
-    default_min_isr: int = 1
-    # Observed mode: at most this many partition state znodes watched at once (those seen without a
-    # live leader; see ``Mirror._watch_unresolved``).
-    state_watch_limit: int = 200_000
-    replay_max: int = 500_000
-    interest_refresh_s: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.mode not in (MANAGED, OBSERVED):
-            raise ValueError(f"mode must be {MANAGED!r} or {OBSERVED!r}, not {self.mode!r}")
-        if not 0.05 <= self.window_s <= 1.0:
-            raise ValueError(f"window_s={self.window_s} outside 0.05..1.0 s")
-
-    @property
-    def sweep_interval_s(self) -> float:
-        if self.sweep_s is not None:
-            return self.sweep_s
-        return 15.0 if self.mode == OBSERVED else 60.0
-
-
-class Mirror:
+class Mirror(StateReads):
     """Mirror one cluster; ``run()`` blocks, ``start()``/``stop()`` use a thread of its own.
 
     Example::
@@ -339,7 +295,7 @@ class Mirror:
         for broker in changed:
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
-            partitions = [_tp(m) for m in affected]
+            partitions = [member_tp(m) for m in affected]
             # Watch the ones left without a live leader soon, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
             # of them is then read first, whenever it comes. A chunk per loop turn, after the
@@ -416,139 +372,6 @@ class Mirror:
         self._confirm_due = False
         partitions, self._confirm = list(self._confirm), set()
         self._reread(partitions)
-
-    # -- ZooKeeper state reads ------------------------------------------------------------------
-    def _all_partitions(self) -> Iterable[TopicPartition]:
-        for row in self.state.partitions.values():
-            yield TopicPartition(row.topic, row.partition)
-
-    def _reread(self, partitions: Iterable[TopicPartition]) -> None:
-        """Queue state znodes to read; ``_read_some`` reads them a chunk per loop turn."""
-        self._pending_reads.update(dict.fromkeys(partitions))
-
-    def _reread_unresolved(self, members: Iterable[str]) -> None:
-        live = self.state.live
-        rows = self.state.partitions
-        self._reread(
-            _tp(m) for m in members if (row := rows.get(m)) is not None and (row.derived or row.leader not in live)
-        )
-
-    def _read_now(self, partitions: list[TopicPartition]) -> None:
-        rows = self.state.partitions
-        live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
-        if live:
-            since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
-            self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
-            if self.config.mode == OBSERVED:
-                self._watch_unresolved(live, since)
-
-    def _watch_unresolved(self, partitions: list[TopicPartition], since: int) -> None:
-        """Watch the state znodes of ``partitions`` that have no live leader.
-
-        Why: an observed cluster has no stream, and partition state znodes are not watched in
-        general (zksource's docstring: a million watches). So a leader written minutes after the
-        broker change (the broker coming back, an unclean election, a slow controller) was seen only
-        by the periodic sweep, up to 15 s later. The partitions without a live leader are the ones
-        whose next write matters, and they are bounded by the incident (``state_watch_limit``), not
-        by the cluster: each gets one one-shot data watch until its znode changes, then is read
-        again (``StateChanged``). The watches go out in SetWatches requests
-        (``controller_core.zk.setwatches``: thousands per request; one ``exists`` call per znode
-        cost kazoo a socket write each, 0.3 ms of this loop per partition), relative to ``since``, a
-        zxid the session had seen before the rows were read: a znode written after that fires at
-        once. (Relative to the rows' own versions instead, nearly every watch fired at once: the
-        oldest version of a batch is older than most znodes in it.)
-        """
-        rows, brokers = self.state.partitions, self.state.live
-        room = self.config.state_watch_limit - len(self._state_watches)
-        existing: list[tuple[str, Callable[[Any], None]]] = []
-        absent: list[tuple[str, Callable[[Any], None]]] = []
-        for tp in partitions:
-            if room <= 0:
-                break
-            row = rows.get(layout.member(tp.topic, tp.partition))
-            if row is None or (row.leader >= 0 and row.leader in brokers):
-                # Led again: no longer wanted (a watch still armed for it costs one extra read).
-                self._state_watches.discard(tp)
-                continue
-            if tp in self._state_watches:
-                continue
-            self._state_watches.add(tp)
-            room -= 1
-            path = paths.partition_state_path(tp)
-            if row.mzxid >= 0:
-                existing.append((path, self._on_state_watch))
-            else:
-                absent.append((path, self._on_state_watch))
-        if existing or absent:
-            set_node_watches(self.zk, since, existing, absent)
-
-    def _on_state_watch(self, event: WatchedEvent) -> None:
-        tp = paths.parse_partition_state_path(event.path or "")
-        if tp is not None:
-            self.events.put(StateChanged(tp))
-
-    def _known_mzxid(self, tp: TopicPartition) -> int:
-        row = self.state.partitions.get(layout.member(tp.topic, tp.partition))
-        return row.mzxid if row is not None else -2
-
-    def _schedule_followups(self, partitions: list[TopicPartition], delays: tuple[float, ...] | None = None) -> None:
-        if not partitions:
-            return
-        for delay in delays if delays is not None else self.config.followups:
-            self._at(delay, functools.partial(self._reread, partitions))
-
-    def _at(self, delay: float, action: Callable[[], None]) -> None:
-        heapq.heappush(self._timers, (self.clock() + delay, next(self._timer_ids), action))
-
-    def _run_timers(self) -> None:
-        now = self.clock()
-        while self._timers and self._timers[0][0] <= now:
-            _due, _id, action = heapq.heappop(self._timers)
-            if not self._need_resync:
-                action()
-
-    def _sweep_some(self) -> None:
-        """One chunk of background work: watched partitions that changed, re-derivations, watches to
-        arm (observed mode), then queued re-reads, then the sweep."""
-        if self._changed_reads:
-            changed = self._changed_reads
-            chunk = list(itertools.islice(changed, self.config.sweep_chunk))
-            for tp in chunk:
-                del changed[tp]
-                self._pending_reads.pop(tp, None)
-            self._read_now(chunk)
-            return
-        if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
-            # In a managed cluster the controller's records come first: they carry what the page
-            # is waiting for, and each one makes a queued refresh of its row unnecessary.
-            queue_ = self._refresh_queue
-            members = list(itertools.islice(queue_, self.config.refresh_chunk))
-            for m in members:
-                del queue_[m]
-            self.state.refresh(members)
-            return
-        if self._watch_queue:
-            watch_queue = self._watch_queue
-            partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
-            for tp in partitions:
-                del watch_queue[tp]
-            # Relative to now: what changed before is covered by the broker change's queued re-read.
-            self._watch_unresolved(partitions, self.zk.last_zxid)
-            return
-        if self._pending_reads:
-            pending = self._pending_reads
-            chunk = list(itertools.islice(pending, self.config.sweep_chunk))
-            for tp in chunk:
-                del pending[tp]
-            self._read_now(chunk)
-            return
-        now = self.clock()
-        if not self._sweep and now >= self._next_sweep and not self._need_resync:
-            self._sweep.extend(self._all_partitions())
-            self._next_sweep = now + self.config.sweep_interval_s
-        if self._sweep:
-            chunk = [self._sweep.popleft() for _ in range(min(self.config.sweep_chunk, len(self._sweep)))]
-            self._read_now(chunk)
 
     # -- resync ---------------------------------------------------------------------------------
     def full_sync(self, reason: str) -> None:
@@ -774,8 +597,3 @@ class Mirror:
         self.publisher.publish(
             [(groups.status(self.cluster), {"type": protocol.STATUS, "status": self.status(now_ms)})]
         )
-
-
-def _tp(m: str) -> TopicPartition:
-    topic, partition, _ = layout.parse_member(m)
-    return TopicPartition(topic, partition)

@@ -19,15 +19,26 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any
 
 from controller_core.model import ReplicaAssignment, TopicPartition
-from controller_core.states import PartitionState, ReplicaState
 from dashboard.clusters import layout
 from dashboard.clusters.layout import LIVE_BROKERS, TOPICS, PartitionRow
 from workers.mirror.aggregates import broker_state_contribution, rederive, topic_contribution
-from workers.mirror.changes import CLUSTER_SCOPE, ChangeSet, broker_scope, topic_scope
+from workers.mirror.changes import CLUSTER_SCOPE, ChangeSet
+from workers.mirror.model import (
+    MANAGED,
+    NEW_R,
+    NON_EXISTENT_P,
+    NON_EXISTENT_R,
+    OBSERVED,
+    Membership,
+    StateRead,
+    TopicInfo,
+)
+from workers.mirror.updates import StateUpdates
+
+__all__ = ["MANAGED", "OBSERVED", "MirrorState", "StateRead", "TopicInfo"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,42 +52,7 @@ except ImportError:  # pragma: no cover - other Pythons
             mapping[item] += 1
 
 
-MANAGED = "managed"
-OBSERVED = "observed"
-_NON_EXISTENT_P = str(PartitionState.NON_EXISTENT)
-_NON_EXISTENT_R = str(ReplicaState.NON_EXISTENT)
-_NEW_R = str(ReplicaState.NEW)
-_PARTITION_STATES = frozenset(layout.PARTITION_STATES)
-_REPLICA_STATES = frozenset(layout.REPLICA_STATES)
-
-
-@dataclass(slots=True)
-class TopicInfo:
-    """What the mirror keeps per topic besides its partitions."""
-
-    name: str
-    topic_id: str | None = None
-    min_isr: int = 1
-    partitions: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class StateRead:
-    """One partition state znode as read from ZooKeeper (``mzxid`` orders reads of one znode)."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int
-    mzxid: int
-
-
-# (partition state, replicas, replica states in replica order): what decides zset membership.
-Membership = tuple[str, tuple[int, ...], tuple[str, ...]]
-
-
-class MirrorState:
+class MirrorState(StateUpdates):
     """One cluster as the mirror sees it.
 
     Example::
@@ -346,8 +322,8 @@ class MirrorState:
         ref = new if new is not None else old
         assert ref is not None
         edges = self._edges
-        old_state = old.state if old is not None else _NON_EXISTENT_P
-        new_state = new.state if new is not None else _NON_EXISTENT_P
+        old_state = old.state if old is not None else NON_EXISTENT_P
+        new_state = new.state if new is not None else NON_EXISTENT_P
         tscope = f"topic:{ref.topic}"
         hosts = set(old.replicas if old else ()) | set(new.replicas if new else ())
         if old_state != new_state:
@@ -358,8 +334,8 @@ class MirrorState:
         old_rs = old.replica_states if old is not None else {}
         new_rs = new.replica_states if new is not None else {}
         for b in hosts:
-            src = old_rs.get(b, _NON_EXISTENT_R)
-            dst = new_rs.get(b, _NON_EXISTENT_R)
+            src = old_rs.get(b, NON_EXISTENT_R)
+            dst = new_rs.get(b, NON_EXISTENT_R)
             if src != dst:
                 edges[(CLUSTER_SCOPE, "replica", src, dst)] += 1
                 edges[(tscope, "replica", src, dst)] += 1
@@ -568,193 +544,6 @@ class MirrorState:
                 break
         return layout.topic_summary(len(info.partitions), rf, tc, info.topic_id, topic in self.deleting, info.min_isr)
 
-    # -- partition states from ZooKeeper --------------------------------------------------------
-    def apply_state_reads(self, reads: Mapping[TopicPartition, StateRead | None]) -> int:
-        """Apply bulk-read state znodes (``None``: no state znode); return how many rows changed."""
-        changed = 0
-        for tp, read in reads.items():
-            m = layout.member(tp.topic, tp.partition)
-            old = self.partitions.get(m)
-            if old is None:
-                continue
-            if read is None:
-                if old.mzxid < 0 and old.leader_epoch < 0:
-                    continue
-                # The state znode is gone (topic deletion): the partition has no leader any more.
-                new = old.clone()
-                new.leader, new.leader_epoch, new.isr, new.zk_version, new.mzxid = -1, -1, (), -1, -1
-            else:
-                if read.leader_epoch < old.leader_epoch or (
-                    read.leader_epoch == old.leader_epoch and read.mzxid <= old.mzxid
-                ):
-                    continue  # older than (or the same as) what we hold: never regress
-                if (read.leader, read.leader_epoch, read.isr) == (old.leader, old.leader_epoch, old.isr):
-                    # A confirmation of what the controller's stream already told us: keep the
-                    # versions for the next comparison, but there is nothing to show or publish.
-                    old.zk_version, old.mzxid, old.controller_epoch = read.zk_version, read.mzxid, read.controller_epoch
-                    continue
-                new = old.clone()
-                new.leader, new.leader_epoch, new.isr = read.leader, read.leader_epoch, read.isr
-                new.controller_epoch, new.zk_version, new.mzxid = read.controller_epoch, read.zk_version, read.mzxid
-            rederive(new, self.live)
-            self._replace(old, new)
-            changed += 1
-        return changed
-
-    # -- controller records (managed mode) ------------------------------------------------------
-    def apply_records(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Apply state-change records from the controller's stream, in order.
-
-        Records of one batch are folded into one working copy per partition and committed once:
-        a failover sends a partition record and a replica record for each partition, and counting,
-        indexing and publishing a row once instead of twice is most of the mirror's cost then.
-        """
-        work: dict[str, tuple[PartitionRow, PartitionRow]] = {}
-        for rec in records:
-            kind = rec.get("kind")
-            try:
-                if kind in ("partition_transition", "election"):
-                    self._partition_record(rec, work, state_change=True)
-                elif kind == "isr_change":
-                    self._partition_record(rec, work, state_change=False)
-                elif kind == "replica_transition":
-                    self._replica_record(rec, work)
-                elif kind == "state_snapshot":
-                    self._commit(work)
-                    work = {}
-                    self._apply_state_snapshot(rec)
-                elif kind == "failover":
-                    cid, epoch = rec.get("controller_id"), rec.get("controller_epoch")
-                    if isinstance(cid, int) and isinstance(epoch, int):
-                        self.set_controller(cid, epoch)
-            except (TypeError, ValueError, KeyError) as exc:
-                logger.warning("ignoring malformed state-change record %r: %s", rec, exc)
-        self._commit(work)
-
-    def _working(self, m: str, work: dict[str, tuple[PartitionRow, PartitionRow]]) -> PartitionRow | None:
-        got = work.get(m)
-        if got is not None:
-            return got[1]
-        old = self.partitions.get(m)
-        if old is None:
-            return None
-        row = old.clone()
-        work[m] = (old, row)
-        return row
-
-    def _commit(self, work: dict[str, tuple[PartitionRow, PartitionRow]]) -> None:
-        """Put the working copies in place; animate what derivation changed beyond the records."""
-        for old, row in work.values():
-            state, rstates = row.state, dict(row.replica_states)
-            rederive(row, self.live)
-            self._replace(old, row, diff_edges=False)
-            if not self._recording:
-                continue
-            if row.state != state:
-                for scope in self._partition_scopes(row):
-                    self._edges[(scope, "partition", state, row.state)] += 1
-            for b, dst in row.replica_states.items():
-                src = rstates.get(b, _NON_EXISTENT_R)
-                if src != dst:
-                    for scope in (CLUSTER_SCOPE, topic_scope(row.topic), broker_scope(b)):
-                        self._edges[(scope, "replica", src, dst)] += 1
-
-    def _partition_record(
-        self, rec: Mapping[str, Any], work: dict[str, tuple[PartitionRow, PartitionRow]], state_change: bool
-    ) -> None:
-        m = layout.member(str(rec["topic"]), int(rec["partition"]))
-        to_state = rec.get("to_state") if state_change else None
-        if to_state is not None and to_state not in _PARTITION_STATES:
-            raise ValueError(f"unknown partition state {to_state!r}")
-        row = self._working(m, work)
-        if row is None:
-            if to_state is not None:
-                prev = self._early_states.get(m, (None, {}))
-                self._early_states[m] = (to_state, prev[1])
-            return
-        leader_after = rec.get("leader_after")
-        epoch_after = rec.get("leader_epoch_after")
-        if isinstance(leader_after, int) and isinstance(epoch_after, int) and epoch_after >= row.leader_epoch:
-            row.leader = leader_after
-            row.leader_epoch = epoch_after
-            isr_after = rec.get("isr_after")
-            if isinstance(isr_after, list | tuple):
-                row.isr = tuple(int(b) for b in isr_after)
-            row.controller_epoch = int(rec.get("controller_epoch", row.controller_epoch))
-        if to_state is None:
-            return
-        src = str(rec.get("from_state") or row.state)
-        row.state = to_state
-        row.derived = False
-        if self._recording:
-            for scope in self._partition_scopes(row):
-                self._edges[(scope, "partition", src, to_state)] += 1
-
-    def _replica_record(self, rec: Mapping[str, Any], work: dict[str, tuple[PartitionRow, PartitionRow]]) -> None:
-        m = layout.member(str(rec["topic"]), int(rec["partition"]))
-        broker = int(rec["replica"])
-        to_state = rec.get("to_state")
-        if to_state not in _REPLICA_STATES:
-            raise ValueError(f"unknown replica state {to_state!r}")
-        row = self._working(m, work)
-        if row is None:
-            prev = self._early_states.get(m, (None, {}))
-            prev[1][broker] = str(to_state)
-            self._early_states[m] = prev
-            return
-        src = str(rec.get("from_state") or row.replica_states.get(broker, _NON_EXISTENT_R))
-        row.replica_derived = False
-        row.replica_states[broker] = str(to_state)
-        if self._recording:
-            for scope in (CLUSTER_SCOPE, topic_scope(row.topic), broker_scope(broker)):
-                self._edges[(scope, "replica", src, str(to_state))] += 1
-
-    def _partition_scopes(self, row: PartitionRow) -> list[str]:
-        return [CLUSTER_SCOPE, topic_scope(row.topic), *(broker_scope(b) for b in row.replicas)]
-
-    def _apply_state_snapshot(self, rec: Mapping[str, Any]) -> None:
-        """A new controller's full states: overwrite ours without animating (it is not a transition)."""
-        pstates: dict[str, str] = {}
-        for state, entities in (rec.get("partition_states") or {}).items():
-            if state not in _PARTITION_STATES:
-                raise ValueError(f"unknown partition state {state!r}")
-            for entity in entities:
-                tp = TopicPartition.parse(str(entity))
-                pstates[layout.member(tp.topic, tp.partition)] = state
-        rstates: dict[str, dict[int, str]] = {}
-        for state, entities in (rec.get("replica_states") or {}).items():
-            if state not in _REPLICA_STATES:
-                raise ValueError(f"unknown replica state {state!r}")
-            for entity in entities:
-                part, _, broker = str(entity).rpartition("@")
-                tp = TopicPartition.parse(part)
-                rstates.setdefault(layout.member(tp.topic, tp.partition), {})[int(broker)] = state
-        for m in set(pstates) | set(rstates):
-            old = self.partitions.get(m)
-            if old is None:
-                prev = self._early_states.get(m, (None, {}))
-                self._early_states[m] = (pstates.get(m, prev[0]), {**prev[1], **rstates.get(m, {})})
-                continue
-            new = old.clone()
-            if m in pstates:
-                new.state = pstates[m]
-                new.derived = False
-            if m in rstates:
-                new.replica_states.update(rstates[m])
-                new.replica_derived = False
-            rederive(new, self.live)
-            self._replace(old, new, diff_edges=False)
-
-    def _apply_early(self, row: PartitionRow, early: tuple[str | None, dict[int, str]]) -> None:
-        pstate, rstates = early
-        if pstate is not None:
-            row.state = pstate
-            row.derived = False
-        if rstates:
-            row.replica_states.update(rstates)
-            row.replica_derived = False
-            rederive(row, self.live)
-
     # -- bulk loading ---------------------------------------------------------------------------
     def begin_bulk(self) -> None:
         """Stop recording changes (a full sync is written as a whole snapshot, not as deltas)."""
@@ -769,4 +558,4 @@ class MirrorState:
 
 def _membership(row: PartitionRow) -> Membership:
     states = row.replica_states
-    return row.state, row.replicas, tuple(states.get(b, _NEW_R) for b in row.replicas)
+    return row.state, row.replicas, tuple(states.get(b, NEW_R) for b in row.replicas)

@@ -1,9 +1,10 @@
 """Write a cluster into ZooKeeper the way Kafka's brokers and controller do, for tests and benchmarks.
 
-Why here and not in the tests: the integration tests, the browser tests and ``scripts/bench_live.py``
-all need a cluster whose znodes are byte-for-byte Kafka's (through ``controller_core.zk.codecs``),
-and a benchmark must write 100,000 partition states fast, so state writes go in large multis
-(about 85,000 writes a second, DESIGN §4), like a controller's batched writes.
+Why here (``scripts.support``, not the product packages nor the tests): the integration tests,
+the browser tests and ``scripts/bench_live.py`` all need a cluster whose znodes are byte-for-byte
+Kafka's (through ``controller_core.zk.codecs``), and a benchmark must write 100,000 partition
+states fast, so state writes go in large multis (about 85,000 writes a second, DESIGN §4), like a
+controller's batched writes.
 """
 
 from __future__ import annotations
