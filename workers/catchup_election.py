@@ -86,6 +86,7 @@ def run_catch_up(
     }
     outcome: dict[str, Any] = dict(action.outcome or {})
     done: dict[str, dict[str, Any]] = dict(outcome.get("elected") or {})
+    last_why: dict[str, str] = {}  # each partition's latest reason to wait, kept on its result (audit)
     submitted = {tuple(x) for x in outcome.get("submitted", [])}
     started = action.started.timestamp() if action.started is not None else clock()
     epoch = store.get_controller_epoch()
@@ -119,6 +120,7 @@ def run_catch_up(
             why = election_catchup.assess(preferred, condition, catch_up)
             if why:
                 waiting.append({"topic": tp.topic, "partition": tp.partition, "why": why})
+                last_why[_name(tp)] = why
             else:
                 ready.append(tp)
         if ready and store.get_preferred_replica_election() is None:
@@ -138,6 +140,7 @@ def run_catch_up(
                         **_entry(tp, preferred, leader),
                         "outcome": "elected" if leader == preferred else f"not elected: leader is {leader}",
                         "waited_s": round(clock() - started, 1),
+                        **({"last_waited_because": last_why[_name(tp)]} if _name(tp) in last_why else {}),
                     }
             waiting = [w for w in waiting if f"{w['topic']}-{w['partition']}" not in done]
         elif ready:

@@ -109,25 +109,24 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     result: list[str] = []
     worker = threading.Thread(target=lambda: result.append(run.run(action_id, connect=zk_chroot, poll_s=0.3)))
     worker.start()
-    seen_waiting: list[str] = []
+    # Only ZooKeeper is watched while the task runs: a read of the action here could meet the task's
+    # write in the test's shared-cache SQLite ("database table is locked") and fail the task itself.
     while worker.is_alive():
         leader, isr = state(zk)
         if 1 in isr and not joined:
             joined.append(time.time())
         if leader == 1:
             break
-        waiting = (Action.objects.get(pk=action_id).outcome or {}).get("waiting") or []
-        seen_waiting += [w["why"] for w in waiting]
         time.sleep(0.1)
     worker.join(timeout=90)
     moved_at = time.time()
     assert result == ["succeeded"], Action.objects.get(pk=action_id).error
     assert state(zk)[0] == 1
     assert joined and moved_at - joined[0] >= min_isr_s - 0.5  # not before it was warm
-    assert any("in the ISR" in why for why in seen_waiting), seen_waiting
     action = Action.objects.get(pk=action_id)
     (entry,) = action.outcome["elected"].values()
     assert entry["outcome"] == "elected" and entry["leader"] == 1
+    assert "in the ISR" in entry["last_waited_because"], entry  # it waited for the ISR time, and says so
     assert action.parameters["catch_up"] == {"min_isr_s": min_isr_s, "max_lag": 400, "timeout_s": 60.0}
     assert action.outcome["before"]["orders-0"]["leader"] == 2
     assert action.outcome["after"]["orders-0"]["leader"] == 1
