@@ -36,6 +36,7 @@ from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_po
 from tests.e2e.browser import CHROMIUM
 from tests.e2e.live_stack import start_web
 from tests.e2e.test_live_pages import text_becomes
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 from workers.mirror.testing import KafkaLayoutWriter
@@ -113,7 +114,10 @@ def start_worker(env: dict[str, str], logs: Path, controller_id: int) -> subproc
 
 @pytest.fixture(scope="module")
 def stack(
-    zk_server: ZooKeeperServer, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+    zk_server: ZooKeeperServer,
+    redis_server: RedisServer,
+    tmp_path_factory: pytest.TempPathFactory,
+    migrated_db_template: Path,
 ) -> Iterator[HostingStack]:
     tmp = tmp_path_factory.mktemp("registry")
     root = f"/reg-{uuid.uuid4().hex[:10]}"
@@ -148,7 +152,7 @@ def stack(
         "ACTION_RATE_LIMIT": "0",
         "PYTHONUNBUFFERED": "1",
     }
-    manage(env, "migrate", "--noinput", "-v", "0")
+    install_migrated(migrated_db_template, env)  # a copy of the session's migrated database
     manage(
         env,
         "shell",
