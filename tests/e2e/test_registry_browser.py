@@ -35,7 +35,7 @@ from dashboard.clusters import hosting, layout
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_port, port_open
 from tests.e2e.browser import CHROMIUM
 from tests.e2e.live_stack import start_web
-from tests.e2e.test_live_pages import text_becomes
+from tests.e2e.test_live_pages import page_goes_live, text_becomes
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
@@ -224,7 +224,7 @@ def test_an_observed_cluster_registered_in_the_browser_is_mirrored_repointed_and
     seen_after = time.monotonic() - started
     text_becomes(page, '.card [data-count="partitions"]', "6")
     text_becomes(page, '[data-controller="id"]', "2")
-    text_becomes(page, "#live-indicator .live-label", "live")
+    page_goes_live(page)
     # The page was rendered before the first sync: the first snapshot reloads it once, filling the tables.
     page.wait_for_selector('#broker-load tr[data-broker="3"]', timeout=10_000)
     page.goto(stack.url + "/clusters/kafka28/brokers/")
