@@ -93,6 +93,15 @@ def pytest_xdist_node_collection_finished(node: _XdistWorker, ids: Sequence[str]
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _quick_password_hashing() -> Iterator[None]:
+    """In-process Django tests hash passwords at a low work factor (tests/support/hashers.py says why)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.support.hashers.QuickPBKDF2PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceSet]:
     """ZooKeeper and Redis for the whole test session."""
