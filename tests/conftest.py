@@ -19,9 +19,9 @@ from typing import Protocol
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
+from tests.support.zk import delete_tree
 
 _FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "reliability": "reliability"}
 
@@ -155,9 +155,7 @@ def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
         cleaner = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
         cleaner.start(timeout=15)
         try:
-            cleaner.delete(root, recursive=True)
-        except NoNodeError:
-            pass
+            delete_tree(cleaner, root)
         finally:
             cleaner.stop()
             cleaner.close()
