@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from importlib.metadata import version as _version
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
+from tests.support.zk import delete_tree
 
 _FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "reliability": "reliability"}
 
@@ -37,14 +39,15 @@ def _xdist_group(path: Path) -> str | None:
     ``scripts/test`` runs ``--dist loadgroup``: every other test is scheduled on its own, in
     collection order, so each worker keeps pytest-django's order (database tests before the
     transactional ones, whose flush removes the role groups migrations create). A browser module
-    (its chromium) and the Spark tests (their session) stay whole on one worker instead.
+    (its chromium and its stack, module-scoped fixtures) and the Spark tests (their session) stay
+    whole on one worker instead: scattered, each worker would build them again, and a worker that
+    gets a module's tests between other modules' tests tears the module fixtures down and builds
+    them once more.
 
-    Known gap (pytest-xdist issue 1386, fix proposed in its PR 1388): pytest-xdist 3.8 tags a grouped
-    test by setting ``item._nodeid``, which pytest 9.2 no longer reads (``Node.nodeid`` comes from
-    ``_id``), so under pytest 9.2 the groups are not kept
-    together: the Spark tests may start a Spark Connect server on each worker and a browser module
-    may build its stack twice. Every test is independent of the worker it lands on (the suite passes
-    either way); only the sharing is lost until xdist follows pytest 9.
+    pytest-xdist 3.8 (the newest release) groups a test by rewriting ``item._nodeid``, which pytest
+    9.2 no longer reads (pytest-xdist issue 1386, fix proposed in its PR 1388), so the groups would
+    silently be lost: pyproject pins ``pytest<9.2`` until an xdist release follows, and
+    ``pytest_xdist_node_collection_finished`` below stops the run with a clear error if they are lost anyway.
     """
     if "e2e" in path.parts:
         return f"e2e:{path.stem}"
@@ -63,6 +66,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _xdist_group(path)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+class _XdistWorker(Protocol):
+    """What this file reads of pytest-xdist's ``WorkerController`` (xdist ships no type information)."""
+
+    config: pytest.Config
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: _XdistWorker, ids: Sequence[str]) -> None:
+    """Stop a ``--dist loadgroup`` run whose worker did not tag its grouped tests ``@group``.
+
+    The suffix on the node id is how pytest-xdist's scheduler sees a group; without it the run
+    still passes, only slower (see ``_xdist_group``), so the loss would go unnoticed.
+    """
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [nodeid for nodeid in ids if "@" not in nodeid and _xdist_group(Path(nodeid.split("::")[0])) is not None]
+    if lost:
+        pytest.exit(
+            f"--dist loadgroup lost its groups ({len(lost)} tests, e.g. {lost[0]}): pytest-xdist "
+            f"{_version('pytest-xdist')} does not group under pytest {pytest.__version__} (pytest-xdist "
+            "issue 1386); install pyproject's dev extras (pytest<9.2)",
+            returncode=4,
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_password_hashing() -> Iterator[None]:
+    """In-process Django tests hash passwords at a low work factor (tests/support/hashers.py says why)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.support.hashers.QuickPBKDF2PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -118,9 +155,7 @@ def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
         cleaner = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
         cleaner.start(timeout=15)
         try:
-            cleaner.delete(root, recursive=True)
-        except NoNodeError:
-            pass
+            delete_tree(cleaner, root)
         finally:
             cleaner.stop()
             cleaner.close()

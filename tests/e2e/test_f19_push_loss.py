@@ -45,8 +45,8 @@ from scripts.devservices import ZooKeeperServer
 from tests.e2e.live_stack import ASSIGNMENT, CLUSTER, Stack, running_stack
 from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are found by name)
     browser_page,
+    page_goes_live,
     pytestmark,
-    text_becomes,
 )
 from tests.support.zk import requests_from_process, wait_for
 from workers.mirror.publish import ScopeSeqs
@@ -230,7 +230,7 @@ def test_the_page_recovers_from_lost_pushes_without_going_back(
     page = browser_page
     conn = redis.Redis.from_url(stack.redis_url)
     page.goto(stack.url + f"/clusters/{CLUSTER}/topics/orders/?trace=1")
-    text_becomes(page, "#live-indicator .live-label", "live")
+    page_goes_live(page)
     stack.toggle_broker_1()  # a first change through the working path
     _converge(stack, page, time.monotonic())
     page.evaluate("window.__noReload = true")

@@ -9,6 +9,7 @@ from tests.e2e.live_stack import Stack
 from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are found by name)
     browser_page,
     kill_broker_1,
+    page_goes_live,
     pytestmark,
     restart_broker_1,
     stack,
@@ -19,7 +20,7 @@ from tests.e2e.test_live_pages import (  # noqa: F401  (pytest fixtures are foun
 def test_the_topics_list_updates_its_rows_filter_and_sort_without_reload(stack: Stack, browser_page: object) -> None:  # noqa: F811
     page = browser_page
     page.goto(stack.url + "/clusters/e2e/topics/?only=offline")  # type: ignore[attr-defined]
-    text_becomes(page, "#live-indicator .live-label", "live")
+    page_goes_live(page)
     text_becomes(page, "[data-topics-total]", "0")
     assert page.locator("tbody[data-topics-body] tr[data-topic]").count() == 0  # type: ignore[attr-defined]
     page.evaluate("window.__noReload = true")  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage
 from tests.support.snapshots import zk_write_stamps
 from tests.support.zk import wait_for
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 
 class Workers:
-    def __init__(self, connect: str, redis_url: str, tmp: Path) -> None:
+    def __init__(self, connect: str, redis_url: str, tmp: Path, template: Path) -> None:
         self.connect = connect
         self.redis_url = redis_url
         self.tmp = tmp
@@ -46,8 +47,9 @@ class Workers:
             DATABASE_URL=f"sqlite:///{self.tmp / 'db.sqlite3'}",
             VAR_DIR=str(self.tmp / "var"),
         )
-        # Workers host candidates for the registered managed clusters (workers.controller_fleet).
-        manage(self.env, "migrate", "--noinput", "-v", "0")
+        # Workers host candidates for the registered managed clusters (workers.controller_fleet); the
+        # database is a copy of the session's migrated template (tests/support/dashboard_db.py).
+        install_migrated(template, self.env)
         manage(self.env, "ensure_cluster", "--name", "hosttest", "--zookeeper", connect, "--mode", "managed")
 
     def start(self, controller_id: int) -> subprocess.Popen[bytes]:
@@ -74,8 +76,8 @@ class Workers:
 
 
 @pytest.fixture
-def workers(zk_chroot: str, redis_url: str, tmp_path: Path) -> Iterator[Workers]:
-    w = Workers(zk_chroot, redis_url, tmp_path)
+def workers(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: Path) -> Iterator[Workers]:
+    w = Workers(zk_chroot, redis_url, tmp_path, migrated_db_template)
     try:
         yield w
     finally:

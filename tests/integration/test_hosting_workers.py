@@ -30,6 +30,7 @@ from dashboard.clusters import layout
 from scripts.devservices import REPO_ROOT
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
+from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
 
@@ -71,7 +72,7 @@ def drop_big_cluster(zk: KazooClient, batch: int = 2_000) -> None:
 
 
 @pytest.fixture
-def worker_env(tmp_path: Path, redis_url: str, zk_chroot: str) -> Iterator[dict[str, str]]:
+def worker_env(tmp_path: Path, redis_url: str, zk_chroot: str, migrated_db_template: Path) -> Iterator[dict[str, str]]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
@@ -84,7 +85,7 @@ def worker_env(tmp_path: Path, redis_url: str, zk_chroot: str) -> Iterator[dict[
         "WORKER_ROLES": "mirror",
         "PYTHONUNBUFFERED": "1",
     }
-    manage(env, "migrate", "--noinput", "-v", "0")
+    install_migrated(migrated_db_template, env)  # a copy of the session's migrated database
     yield env
 
 

@@ -17,6 +17,10 @@ def test_failing_migrations_show_their_output_and_stop_the_services(
     monkeypatch.setenv("SERVICES_DIR", str(tmp_path / "services"))
     monkeypatch.setenv("ZK_PORT", str(zk_port))
     monkeypatch.setenv("REDIS_PORT", str(redis_port))
+    # No Spark Connect server: its JVM start is most of this test's time and its fixed default port
+    # could be a developer's running one; the stop-what-this-run-started path is the same for every
+    # service (ZooKeeper and Redis are checked below), and the analytics tests start and stop Spark.
+    monkeypatch.setenv("SPARK_CONNECT_PORT", "0")
     # A database the migrations cannot open: its directory does not exist.
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path}/missing-dir/db.sqlite3")
     monkeypatch.setenv("VAR_DIR", str(tmp_path / "var"))

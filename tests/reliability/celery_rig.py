@@ -2,8 +2,8 @@
 
 What the tests share: the environment of the ``manage.py`` and worker subprocesses (their own Redis
 database and SQLite file), a topic whose partitions are all led by their *second* replica, with three
-broker registrations and no controller yet, the queued preferred-election ``Action`` that fixes it,
-the worker process and the ``send_task`` that hands the action to it, and the action row as the
+broker registrations and no controller yet, the queued preferred-election ``Action`` that fixes it
+with the ``send_task`` that hands it to the worker, the worker process, and the action row as the
 worker left it. What each test does to the worker, and what it checks, stays in the test.
 """
 
@@ -119,18 +119,28 @@ def seeded_cluster(zk_chroot: str) -> Iterator[tuple[KazooClient, Candidates]]:
 
 
 def queued_election(env: dict[str, str], zk_chroot: str, cluster: str, template: Path) -> int:
-    """The migrated ``template`` as the database, ``cluster`` registered (managed) and a preferred election
-    of every partition queued; its pk."""
+    """The migrated ``template`` as the database, ``cluster`` registered (managed), a preferred election of
+    every partition queued and its task sent; the action's pk.
+
+    One ``manage.py`` process does all three (each process is a Django start, seconds under load); the
+    cluster is registered by the real ``ensure_cluster`` command through ``call_command``. The task waits
+    in the test's own Redis queue until the worker comes up and takes it, as after a worker restart.
+    """
     install_migrated(template, env)
-    manage(env, "ensure_cluster", "--name", cluster, "--zookeeper", zk_chroot, "--mode", "managed")
     rows = [{"topic": TOPIC, "partition": p, "preferred": reps[0], "leader": reps[1]} for p, reps in ASSIGNMENT.items()]
     out = manage(
         env,
         "shell",
         "-c",
+        "from django.core.management import call_command; "
         "from dashboard.audit.models import Action; "
+        "from dashboard.celery import app; "
+        f"call_command('ensure_cluster', '--name', {cluster!r}, '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
         f"a = Action.objects.create(username='otto', cluster={cluster!r}, kind='preferred_election', "
-        f"status='queued', preview={{'electable': {rows!r}}}); print('action', a.pk)",
+        f"status='queued', preview={{'electable': {rows!r}}}); "
+        # Batches of 2, each waiting up to 120 s for a controller.
+        "app.send_task('workers.actions.preferred_election', [a.pk], "
+        f"kwargs={{'batch_size': 2, 'wait_s': 120, 'connect': {zk_chroot!r}}}); print('action', a.pk)",
     )
     return int(out.split("action ")[-1].split()[0])
 
@@ -159,18 +169,6 @@ def running_worker(
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
-
-
-def send_election(env: dict[str, str], pk: int, zk_chroot: str) -> None:
-    """Queue the preferred-election task of action ``pk``: batches of 2, each waiting up to 120 s."""
-    manage(
-        env,
-        "shell",
-        "-c",
-        "from dashboard.celery import app; "
-        f"app.send_task('workers.actions.preferred_election', [{pk}], "
-        f"kwargs={{'batch_size': 2, 'wait_s': 120, 'connect': {zk_chroot!r}}})",
-    )
 
 
 def action_row(db: Path, pk: int) -> ActionRow:

@@ -35,7 +35,6 @@ from tests.reliability.celery_rig import (
     queued_election,
     running_worker,
     seeded_cluster,
-    send_election,
     worker_env,
 )
 from tests.support.zk import wait_for
@@ -66,7 +65,6 @@ def test_f16_worker_killed_mid_task_has_one_effect(
         with running_worker(
             env, CELERY_WORKER, concurrency=1, name=f"f16-{run}-{os.getpid()}@%h", log=log_path
         ) as worker:
-            send_election(env, pk, zk_chroot)
             # The first batch is written and the task waits for a controller: kill the child there.
             wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is not None, timeout=60, what="batch 1")
             wait_for(lambda: action_row(db, pk)["outcome"].get("journal", {}).get("submitted"), timeout=30)

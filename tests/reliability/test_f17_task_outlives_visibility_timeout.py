@@ -38,7 +38,6 @@ from tests.reliability.celery_rig import (
     queued_election,
     running_worker,
     seeded_cluster,
-    send_election,
     worker_env,
 )
 from tests.support.zk import wait_for
@@ -91,7 +90,6 @@ def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
         pk = queued_election(env, zk_chroot, cluster="f17", template=migrated_db_template)
         worker_command = (sys.executable, "-c", WORKER, "worker")
         with running_worker(env, worker_command, concurrency=2, name=f"f17-{run}-{os.getpid()}@%h", log=log_path):
-            send_election(env, pk, zk_chroot)
             # The first batch is written and the first copy waits for a controller.
             wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is not None, timeout=60, what="batch 1")
             wait_for(lambda: action_row(db, pk)["outcome"].get("journal", {}).get("submitted"), timeout=30)
