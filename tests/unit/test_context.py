@@ -16,7 +16,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.states import PartitionState, ReplicaState
-from tests.fakes import broker
+from scripts.support.fakes import broker
 
 pytestmark = pytest.mark.unit
 

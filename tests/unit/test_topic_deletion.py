@@ -1,7 +1,7 @@
 """TopicDeletionManager (reference §10): StopReplica errors make the deletion wait and retry, a dead
 broker halts it, and the topic's znodes go only once every replica was deleted.
 
-The manager drives the real state machines over the fake store (``tests.fakes.Harness``); the
+The manager drives the real state machines over the fake store (``scripts.support.fakes.Harness``); the
 controller around it is a stand-in with the parts the manager uses, and the broker's StopReplica
 answers are delivered the way the controller's ``StopReplicaResponse`` event does.
 """
@@ -18,7 +18,7 @@ from controller_core.protocol.messages import ErrorCode
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import TopicDeletionManager
-from tests.fakes import FakePartitionStateStore, Harness, broker, make_harness
+from scripts.support.fakes import FakePartitionStateStore, Harness, broker, make_harness
 
 pytestmark = pytest.mark.unit
 
