@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from controller_core.cached_states import current_partition_states
 from controller_core.context import ControllerContext
@@ -397,30 +398,65 @@ class PartitionStateMachine:
     def _run_strategy(
         self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy
     ) -> dict[TopicPartition, ElectionOutcome]:
-        """Apply ``strategy`` to every candidate (the strategy is dispatched once, not per partition)."""
+        """Apply ``strategy`` to every candidate (the strategy is dispatched once, not per partition).
+
+        Each distinct shape (replica list, ISR, online set, unclean flag) is decided once by the pure
+        strategy function and the decision reused for the other partitions of that shape
+        (``_derive``): a broker failure at 100,000 partitions elects 10,000 leaders from a few
+        dozen shapes.
+        """
         ctx = self._ctx
         online = ctx.online_replica_set
         assignment = ctx.partition_full_replica_assignment
+        decided: dict[_Shape, ElectionOutcome] = {}
+        derive = _derive
+        out: dict[TopicPartition, ElectionOutcome] = {}
         match strategy:
             case OfflineStrategy(allow_unclean=allow_unclean):
-                return {
-                    tp: (
-                        elect_offline(current, assignment(tp).replicas, online(tp), unclean)
-                        if current is not None
-                        else ElectionOutcome(None, ())
-                    )
-                    for tp, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean)
-                }
+                for tp, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean):
+                    if current is None:
+                        out[tp] = _NO_OUTCOME
+                        continue
+                    replicas = assignment(tp).replicas
+                    live = online(tp)
+                    key = (replicas, current.isr, live, unclean)
+                    shape = decided.get(key)
+                    if shape is None:
+                        out[tp] = decided[key] = elect_offline(current, replicas, live, unclean)
+                    else:
+                        out[tp] = derive(shape, current)
             case ReassignStrategy():
-                return {tp: elect_reassign(current, assignment(tp), online(tp)) for tp, current in candidates}
+                for tp, current in candidates:
+                    full = assignment(tp)
+                    live = online(tp)
+                    key = (full.target_replicas, current.isr, live, False)
+                    shape = decided.get(key)
+                    if shape is None:
+                        out[tp] = decided[key] = elect_reassign(current, full, live)
+                    else:
+                        out[tp] = derive(shape, current)
             case PreferredStrategy():
-                return {tp: elect_preferred(current, assignment(tp).replicas, online(tp)) for tp, current in candidates}
+                for tp, current in candidates:
+                    replicas = assignment(tp).replicas
+                    live = online(tp)
+                    key = (replicas, current.isr, live, False)
+                    shape = decided.get(key)
+                    if shape is None:
+                        out[tp] = decided[key] = elect_preferred(current, replicas, live)
+                    else:
+                        out[tp] = derive(shape, current)
             case ControlledShutdownStrategy():
                 shutting_down = ctx.shutting_down_broker_ids
-                return {
-                    tp: elect_controlled_shutdown(current, assignment(tp).replicas, online(tp, True), shutting_down)
-                    for tp, current in candidates
-                }
+                for tp, current in candidates:
+                    replicas = assignment(tp).replicas
+                    live = online(tp, True)
+                    key = (replicas, current.isr, live, False)
+                    shape = decided.get(key)
+                    if shape is None:
+                        out[tp] = decided[key] = elect_controlled_shutdown(current, replicas, live, shutting_down)
+                    else:
+                        out[tp] = derive(shape, current)
+        return out
 
     def _collect_unclean_leader_election_state(
         self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], allow_unclean: bool
@@ -486,3 +522,29 @@ class PartitionStateMachine:
         logger.warning(
             "%d partitions cannot move to %s: they must be in one of [%s] first", len(partitions), target, allowed
         )
+
+
+_NO_OUTCOME = ElectionOutcome(None, ())
+
+
+_Shape = tuple[tuple[int, ...], tuple[int, ...], AbstractSet[int], bool]
+"""What an election depends on: replica list (a reassignment: its targets), ISR, online set, unclean flag."""
+
+
+def _derive(shape: ElectionOutcome, current: LeaderAndIsr) -> ElectionOutcome:
+    """``shape`` (decided for another partition of the same shape) applied to ``current``.
+
+    Why this is exact: every strategy of ``controller_core.election`` decides from the replica list
+    (the reassignment: its targets), the ISR, the online set and the unclean flag only, never from
+    the current leader or epoch; the state it returns is the current one with the leader epoch
+    bumped, the zk version kept, and the chosen leader and ISR (``LeaderAndIsr.new_leader*``). The
+    shutting-down set of a controlled shutdown is the same for the whole batch.
+    """
+    decided = shape.leader_and_isr
+    if decided is None:
+        return shape
+    return ElectionOutcome(
+        LeaderAndIsr(decided.leader, current.leader_epoch + 1, decided.isr, current.zk_version),
+        shape.recipients,
+        shape.unclean,
+    )
