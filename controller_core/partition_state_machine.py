@@ -45,7 +45,7 @@ from controller_core.model import (
     LeaderIsrAndControllerEpoch,
     TopicPartition,
 )
-from controller_core.ports import PartitionStateStore, ZkCode
+from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState
@@ -314,34 +314,17 @@ class PartitionStateMachine:
         self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy, from_cache: bool = False
     ) -> tuple[ElectionResults, list[TopicPartition]]:
         ctx = self._ctx
-        failed: ElectionResults = {}
-        try:
-            reads = current_partition_states(ctx, self._store, partitions, from_cache)
-        except ControllerMovedError:
-            raise
-        except Exception as e:
-            return dict.fromkeys(partitions, e), []
-
-        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
-        ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
-        for tp in partitions:
-            read = reads.get(tp)
-            state = None if read is None else read.state
-            if state is not None and read is not None and read.code is ok:
-                if state.controller_epoch > epoch:
-                    failed[tp] = StateChangeFailedError(
-                        f"Aborted leader election for partition {tp} since the LeaderAndIsr path was already "
-                        f"written by another controller (epoch {state.controller_epoch} > {epoch}). "
-                        "This controller probably went through a soft failure."
-                    )
-                else:
-                    candidates.append((tp, state.leader_and_isr))
-            elif read is None or read.code is no_node or read.code is ok:
-                failed[tp] = StateChangeFailedError(
-                    f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
-                )
-            else:
-                failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
+        cached = self._candidates_from_cache(partitions) if from_cache else None
+        if cached is None:
+            try:
+                reads = current_partition_states(ctx, self._store, partitions, from_cache)
+            except ControllerMovedError:
+                raise
+            except Exception as e:
+                return dict.fromkeys(partitions, e), []
+            candidates, failed = self._candidates_from_reads(partitions, reads)
+        else:
+            candidates, failed = cached
         if not candidates:
             return failed, []
 
@@ -395,6 +378,51 @@ class PartitionStateMachine:
         results.update(failed)
         return results, [*retry, *unconfirmed]
 
+    def _candidates_from_cache(
+        self, partitions: Sequence[TopicPartition]
+    ) -> tuple[list[tuple[TopicPartition, LeaderAndIsr]], ElectionResults] | None:
+        """(candidates, failed) straight from the leadership cache, in the order of ``partitions``; None
+        when one is not cached (``current_partition_states`` then reads those, keeping the order)."""
+        ctx = self._ctx
+        cached = ctx.partitions_leadership_info
+        epoch = ctx.epoch
+        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        append = candidates.append
+        failed: ElectionResults = {}
+        for tp in partitions:
+            info = cached.get(tp)
+            if info is None:
+                return None
+            if info.controller_epoch > epoch:
+                failed[tp] = _written_by_newer_controller(tp, info.controller_epoch, epoch)
+            else:
+                append((tp, info.leader_and_isr))
+        return candidates, failed
+
+    def _candidates_from_reads(
+        self, partitions: Sequence[TopicPartition], reads: Mapping[TopicPartition, PartitionStateRead]
+    ) -> tuple[list[tuple[TopicPartition, LeaderAndIsr]], ElectionResults]:
+        """(candidates, failed) from the states read, in the order of ``partitions``."""
+        ctx = self._ctx
+        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        failed: ElectionResults = {}
+        ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
+        for tp in partitions:
+            read = reads.get(tp)
+            state = None if read is None else read.state
+            if state is not None and read is not None and read.code is ok:
+                if state.controller_epoch > epoch:
+                    failed[tp] = _written_by_newer_controller(tp, state.controller_epoch, epoch)
+                else:
+                    candidates.append((tp, state.leader_and_isr))
+            elif read is None or read.code is no_node or read.code is ok:
+                failed[tp] = StateChangeFailedError(
+                    f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
+                )
+            else:
+                failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
+        return candidates, failed
+
     def _run_strategy(
         self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy
     ) -> dict[TopicPartition, ElectionOutcome]:
@@ -407,6 +435,9 @@ class PartitionStateMachine:
         """
         ctx = self._ctx
         online = ctx.online_replica_set
+        # Without failed log directories every partition sees the same online sets.
+        per_partition = ctx.has_replicas_on_offline_dirs
+        shared = ctx.live_broker_ids
         assignment = ctx.partition_full_replica_assignment
         decided: dict[_Shape, ElectionOutcome] = {}
         derive = _derive
@@ -418,7 +449,7 @@ class PartitionStateMachine:
                         out[tp] = _NO_OUTCOME
                         continue
                     replicas = assignment(tp).replicas
-                    live = online(tp)
+                    live = online(tp) if per_partition else shared
                     key = (replicas, current.isr, live, unclean)
                     shape = decided.get(key)
                     if shape is None:
@@ -428,7 +459,7 @@ class PartitionStateMachine:
             case ReassignStrategy():
                 for tp, current in candidates:
                     full = assignment(tp)
-                    live = online(tp)
+                    live = online(tp) if per_partition else shared
                     key = (full.target_replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
@@ -438,7 +469,7 @@ class PartitionStateMachine:
             case PreferredStrategy():
                 for tp, current in candidates:
                     replicas = assignment(tp).replicas
-                    live = online(tp)
+                    live = online(tp) if per_partition else shared
                     key = (replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
@@ -447,9 +478,10 @@ class PartitionStateMachine:
                         out[tp] = derive(shape, current)
             case ControlledShutdownStrategy():
                 shutting_down = ctx.shutting_down_broker_ids
+                shared = ctx.live_or_shutting_down_broker_ids
                 for tp, current in candidates:
                     replicas = assignment(tp).replicas
-                    live = online(tp, True)
+                    live = online(tp, True) if per_partition else shared
                     key = (replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
@@ -471,12 +503,14 @@ class PartitionStateMachine:
         ctx = self._ctx
         decided: list[tuple[TopicPartition, LeaderAndIsr | None, bool]] = []
         without_live_isr: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        # Without failed log directories every partition sees the same online set.
+        shared = None if ctx.has_replicas_on_offline_dirs else ctx.live_broker_ids
         for tp, current in candidates:
-            online = ctx.online_replica_set(tp)
-            if any(r in online for r in current.isr):
-                decided.append((tp, current, False))
-            else:
+            online = shared if shared is not None else ctx.online_replica_set(tp)
+            if online.isdisjoint(current.isr):
                 without_live_isr.append((tp, current))
+            else:
+                decided.append((tp, current, False))
         if not without_live_isr:
             return decided
         if allow_unclean:
@@ -525,6 +559,14 @@ class PartitionStateMachine:
 
 
 _NO_OUTCOME = ElectionOutcome(None, ())
+
+
+def _written_by_newer_controller(tp: TopicPartition, written_epoch: int, epoch: int) -> StateChangeFailedError:
+    return StateChangeFailedError(
+        f"Aborted leader election for partition {tp} since the LeaderAndIsr path was already "
+        f"written by another controller (epoch {written_epoch} > {epoch}). "
+        "This controller probably went through a soft failure."
+    )
 
 
 _Shape = tuple[tuple[int, ...], tuple[int, ...], AbstractSet[int], bool]

@@ -4,7 +4,8 @@ of ``controller_core.election`` gives for that partition on its own.
 
 Random clusters with many partitions per shape (few brokers, short replica lists) and different
 leader epochs and zk versions per partition, so a reused decision that kept another partition's
-epoch or version would show.
+epoch or version would show; odd seeds add a failed log directory, so online sets differ per
+partition.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def _cluster(seed: int) -> tuple[object, list[tuple[TopicPartition, LeaderAndIsr
         candidates.append((tp, state.leader_and_isr))
     h.ctx.remove_live_brokers([rng.choice(BROKERS)])
     h.ctx.add_shutting_down_broker(rng.choice(BROKERS))
+    if seed % 2:  # a failed log directory: online sets differ per partition
+        h.ctx.set_replicas_on_offline_dirs(rng.choice(BROKERS), [tp for tp, _ in candidates[::3]])
     return h, candidates
 
 
