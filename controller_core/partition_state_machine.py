@@ -47,7 +47,7 @@ from controller_core.model import (
 )
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
-from controller_core.state_change_log import StateChangeLogger
+from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import PartitionState
 
 logger = logging.getLogger(__name__)
@@ -197,11 +197,13 @@ class PartitionStateMachine:
             # One pass over the context for all of them (a broker failure: 10,000), then the records,
             # which keep the leader each partition loses (the broker whose loss caused it).
             leadership = ctx.partitions_leadership_info
-            record = self._log.partition_transition
+            rows: list[PartitionRow] = []
+            append = rows.append
             for tp, current in zip(valid, ctx.move_partitions_to_state(valid, target), strict=True):
                 if current is not target:  # Offline -> Offline changes nothing worth a record
                     info = leadership.get(tp)
-                    record(tp, current, target, None, before=None if info is None else info.leader_and_isr)
+                    append((tp, current, target, None, None if info is None else info.leader_and_isr, None, None))
+            self._log.partition_records("partition_transition", rows)
             return {}
         if target is not _P.ONLINE:
             for tp in valid:
@@ -354,9 +356,11 @@ class PartitionStateMachine:
         written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
         epoch = ctx.epoch
         assignment_of = ctx.partition_full_replica_assignment
-        state_of = ctx.partition_state
-        record = self._log.election
+        state_of = ctx.partition_states.get
+        records: list[PartitionRow] = []
+        record = records.append
         name = strategy.name
+        online = _P.ONLINE
         # Results are used as each multi comes back, while ZooKeeper applies the next ones.
         try:
             for tp, result in self._store.update_leader_and_isr_iter(to_write, epoch, ctx.epoch_zk_version):
@@ -370,9 +374,10 @@ class PartitionStateMachine:
                 written.append((tp, info))
                 outcome = outcomes[tp]
                 requests.append((outcome.recipients, tp, info, assignment_of(tp)))
-                record(tp, name, state_of(tp), _P.ONLINE, before=before[tp], after=result, unclean=outcome.unclean)
+                record((tp, state_of(tp), online, name, before[tp], result, outcome.unclean))
                 results[tp] = result
-        finally:  # what was written is cached and requested even when a later multi fails
+        finally:  # what was written is recorded, cached and requested even when a later multi fails
+            self._log.partition_records("election", records)
             ctx.put_partition_leadership_infos(written)
             self._batch.add_leader_and_isr_requests(requests, is_new=False)
         results.update(failed)
