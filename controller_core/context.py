@@ -466,7 +466,14 @@ class ControllerContext:
             if tp.topic not in deleting:
                 topic_map = assignments.get(tp.topic)
                 assignment = None if topic_map is None else topic_map.get(tp)
-                imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
+                if assignment is not None and assignment.replicas and not assignment.adding_replicas:
+                    # ``_imbalance`` of the usual partition (not adding replicas), inlined: per partition.
+                    preferred = assignment.replicas[0]
+                    imbalance += (new_leader != preferred) - (
+                        previous is not None and previous.leader_and_isr.leader != preferred
+                    )
+                else:
+                    imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
         self._preferred_replica_imbalance_count += imbalance
 
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
