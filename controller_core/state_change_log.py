@@ -325,10 +325,11 @@ class StateChangeLogger:
         else:
             self._emit(_build_partition_record(entry))
 
-    def partition_records(self, kind: str, rows: Iterable[PartitionRow]) -> None:
+    def partition_records(self, kind: str, rows: Iterable[PartitionRow], replica: int | None = None) -> None:
         """Many partition records of one ``kind``, each exactly as ``_partition_record`` makes it, in one
         pass: a broker failure at 100,000 partitions makes 20,000 (its Offline transitions, then its
-        elections). Each row is ``(partition, from_state, to_state, strategy, before, after, unclean)``."""
+        elections). Each row is ``(partition, from_state, to_state, strategy, before, after, unclean)``;
+        ``replica`` (the same for every row) makes them replica records."""
         epoch = self._epoch_source()
         if epoch != self._seq_epoch:
             self._seq_epoch = epoch
@@ -353,7 +354,7 @@ class StateChangeLogger:
                     seq,
                     kind,
                     tp,
-                    None,
+                    replica,
                     from_state,
                     to_state,
                     strategy,

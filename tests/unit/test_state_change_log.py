@@ -153,6 +153,8 @@ def test_partition_records_in_bulk_are_the_one_by_one_records(epoch: list[int], 
         single.partition_transition(other, None, PartitionState.OFFLINE)
         single.election(TP, "offline", PartitionState.OFFLINE, PartitionState.ONLINE, before=before, after=after)
         single.election(other, "offline", None, PartitionState.ONLINE, before=None, after=after, unclean=True)
+        single.isr_change(TP, before, after, 3)
+        single.replica_transition(PartitionAndReplica(other, 3), ReplicaState.ONLINE, ReplicaState.OFFLINE)
     with many.caused_by("BrokerChange", "e1"):
         many.partition_records(
             "partition_transition",
@@ -168,11 +170,15 @@ def test_partition_records_in_bulk_are_the_one_by_one_records(epoch: list[int], 
                 (other, None, PartitionState.ONLINE, "offline", None, after, True),
             ],
         )
+        many.partition_records("isr_change", [(TP, None, None, None, before, after, None)], 3)
+        many.partition_records(
+            "replica_transition", [(other, ReplicaState.ONLINE, ReplicaState.OFFLINE, None, None, None, None)], 3
+        )
     single.flush()
     many.flush()
-    assert len(bulk.records) == 5
+    assert len(bulk.records) == 7
     assert bulk.records == one_by_one.records
-    assert [r["seq"] for r in bulk.records] == [1, 2, 3, 4, 5]
+    assert [r["seq"] for r in bulk.records] == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_deferred_records_are_built_once_the_limit_is_reached(epoch: list[int]) -> None:
