@@ -147,11 +147,10 @@ class PartitionStateMachine:
         elections; a topic's own ``unclean.leader.election.enable`` still applies.
         """
         ctx = self._ctx
-        partitions = [
-            tp
-            for tp in ctx.partitions_in_states((_P.OFFLINE, _P.NEW), topic)
-            if not ctx.is_topic_queued_up_for_deletion(tp.topic)
-        ]
+        partitions: Iterable[TopicPartition] = ctx.partitions_in_states((_P.OFFLINE, _P.NEW), topic)
+        queued = ctx.topics_to_be_deleted
+        if queued:
+            partitions = [tp for tp in partitions if tp.topic not in queued]
         return self.handle_state_changes(partitions, _P.ONLINE, OfflineStrategy(allow_unclean=False))
 
     # -- transitions -------------------------------------------------------------------------------
@@ -211,8 +210,11 @@ class PartitionStateMachine:
             return {}
 
         states = ctx.partition_states
-        uninitialized = [tp for tp in valid if states[tp] is _P.NEW]
-        to_elect = [tp for tp in valid if states[tp] is not _P.NEW]
+        new = _P.NEW
+        uninitialized: list[TopicPartition] = []
+        to_elect: list[TopicPartition] = []
+        for tp in valid:
+            (uninitialized if states[tp] is new else to_elect).append(tp)
         if uninitialized:
             for tp, leader_and_isr in self._initialize_leader_and_isr(uninitialized):
                 self._put(tp, _P.ONLINE, leader_and_isr)
