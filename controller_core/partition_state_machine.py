@@ -188,8 +188,7 @@ class PartitionStateMachine:
         strategy: ElectionStrategy | None,
     ) -> ElectionResults:
         ctx = self._ctx
-        ctx.put_missing_partition_states(partitions, _P.NON_EXISTENT)
-        valid, invalid = ctx.check_valid_partition_state_change(partitions, target)
+        valid, invalid = ctx.check_valid_partition_state_change(partitions, target, default=_P.NON_EXISTENT)
         if invalid:
             self._log_invalid(invalid, target)
         if target is _P.OFFLINE:

@@ -222,6 +222,11 @@ def test_check_valid_partition_state_change(ctx: ControllerContext) -> None:
     assert invalid == [T0, T1, T2]  # T2 has no state at all
     valid, invalid = ctx.check_valid_partition_state_change([T0, T1], P.OFFLINE)
     assert (valid, invalid) == ([T0, T1], [])
+    # With a default, a partition without a state gets it first (and is judged by it), in one pass.
+    valid, invalid = ctx.check_valid_partition_state_change([T2, T0], P.NEW, default=P.NON_EXISTENT)
+    assert (valid, invalid) == ([T2], [T0])
+    assert ctx.partition_state(T2) is P.NON_EXISTENT
+    assert T2 in ctx.partitions_in_state(P.NON_EXISTENT)
 
 
 # --- preferred replica imbalance -----------------------------------------------------------------------
