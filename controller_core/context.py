@@ -466,7 +466,14 @@ class ControllerContext:
             if tp.topic not in deleting:
                 topic_map = assignments.get(tp.topic)
                 assignment = None if topic_map is None else topic_map.get(tp)
-                imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
+                if assignment is not None and assignment.replicas and not assignment.adding_replicas:
+                    # ``_imbalance`` of the usual partition (not adding replicas), inlined: per partition.
+                    preferred = assignment.replicas[0]
+                    imbalance += (new_leader != preferred) - (
+                        previous is not None and previous.leader_and_isr.leader != preferred
+                    )
+                else:
+                    imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
         self._preferred_replica_imbalance_count += imbalance
 
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
@@ -657,15 +664,23 @@ class ControllerContext:
         return self.partitions_in_states((state,), topic)
 
     def check_valid_partition_state_change(
-        self, partitions: Iterable[TopicPartition], target: PartitionState
+        self, partitions: Iterable[TopicPartition], target: PartitionState, default: PartitionState | None = None
     ) -> tuple[list[TopicPartition], list[TopicPartition]]:
-        """Split ``partitions`` into (valid, invalid) for moving to ``target``; unknown ones are invalid."""
+        """Split ``partitions`` into (valid, invalid) for moving to ``target``; unknown ones are invalid.
+
+        With ``default``, a partition without a state is first given it (the state machine's "put if
+        not exists"), in the same pass.
+        """
         allowed = PARTITION_VALID_PREVIOUS[target]
         states = self._partition_states
         valid: list[TopicPartition] = []
         invalid: list[TopicPartition] = []
         for tp in partitions:
-            (valid if states.get(tp) in allowed else invalid).append(tp)
+            state = states.get(tp)
+            if state is None and default is not None:
+                self.put_partition_state(tp, default)
+                state = default
+            (valid if state in allowed else invalid).append(tp)
         return valid, invalid
 
     # -- replica states ----------------------------------------------------------------------

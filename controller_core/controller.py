@@ -93,7 +93,7 @@ from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
-from controller_core.topic_deletion import TopicDeletionManager
+from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from controller_core.zk.watchers import WatchEvent, WatchEventType, WatchRegistry
@@ -238,8 +238,17 @@ class Controller:
             unclean_leader_election_enable=config.unclean_leader_election_enable,
             decide_from_cache=config.decide_from_cache,
         )
-        self.deletion = TopicDeletionManager(self)
-        self.reassignment = ReassignmentManager(self)
+        self.deletion = TopicDeletionManager(
+            self.ctx,
+            self.replica_sm,
+            self.partition_sm,
+            self.scl,
+            ControllerDeletionClient(self.ctx, store, self.watches.unregister, self.batch),
+            delete_topic_enable=config.delete_topic_enable,
+        )
+        self.reassignment = ReassignmentManager(
+            self.ctx, store, self.replica_sm, self.partition_sm, self.scl, self.deletion, self
+        )
         self.active_controller_id = -1
         self.failover_count = 0
         self.last_failover_ms: float | None = None
@@ -266,6 +275,10 @@ class Controller:
         )
 
     def _enqueue(self, event: Any) -> None:
+        self.events.put(event)
+
+    def enqueue(self, event: ControllerEvent) -> None:
+        """Put ``event`` on the event queue (``ReassignmentClient``)."""
         self.events.put(event)
 
     def _enqueue_response(self, broker_id: int, response: Any) -> None:
@@ -1206,6 +1219,10 @@ class Controller:
             paths.broker_id_path(broker_id),
             lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None,
         )
+
+    def send_update_metadata(self, partitions: Sequence[TopicPartition]) -> None:
+        """UpdateMetadata for ``partitions`` to every live or shutting-down broker (``ReassignmentClient``)."""
+        self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, partitions)
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
         self.batch.new_batch()

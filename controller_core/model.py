@@ -2,7 +2,10 @@
 
 Everything here is immutable and cheap: a cluster of a million partitions keeps one
 ``TopicPartition``, one ``ReplicaAssignment`` and one ``LeaderIsrAndControllerEpoch`` per
-partition in memory, so the types are tuples or slotted frozen dataclasses holding tuples.
+partition in memory, so the types are tuples, or frozen ``msgspec.Struct`` holding tuples for the
+per-partition ones: built in C (a slotted frozen dataclass runs ``object.__setattr__`` per field,
+and a broker failure builds two per elected partition) and untracked by the cycle collector
+(``gc=False``: they hold only ints and tuples of ints, so they can be in no cycle).
 
 Sentinels follow Kafka's ``LeaderAndIsr`` companion object (reference §0): ``NO_LEADER = -1``,
 ``LEADER_DURING_DELETE = -2`` and so on.
@@ -11,8 +14,10 @@ Sentinels follow Kafka's ``LeaderAndIsr`` companion object (reference §0): ``NO
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
+
+import msgspec
 
 NO_LEADER: Final = -1
 NO_EPOCH: Final = -1
@@ -57,8 +62,7 @@ def _distinct(ids: Iterable[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
+class LeaderAndIsr(msgspec.Struct, frozen=True, gc=False):
     """The leader, leader epoch and ISR of a partition, with the state znode's data version.
 
     ``zk_version`` is the version that was *read*: it is the expected version of the next
@@ -94,16 +98,14 @@ class LeaderAndIsr:
         return LeaderAndIsr(LEADER_DURING_DELETE, INITIAL_LEADER_EPOCH, tuple(isr), INITIAL_PARTITION_ZK_VERSION)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderIsrAndControllerEpoch:
+class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, gc=False):
     """What the controller caches per partition and writes to its state znode."""
 
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaAssignment:
+class ReplicaAssignment(msgspec.Struct, frozen=True, gc=False):
     """A partition's full replica set (RS) with the replicas being added (AR) and removed (RR).
 
     During a reassignment ``replicas`` = target replicas first, then the origin replicas not in
@@ -164,7 +166,7 @@ class ReplicaAssignment:
         )
 
     def with_replicas(self, replicas: Iterable[int]) -> ReplicaAssignment:
-        return replace(self, replicas=tuple(replicas))
+        return msgspec.structs.replace(self, replicas=tuple(replicas))
 
 
 EMPTY_ASSIGNMENT: Final = ReplicaAssignment(())

@@ -21,35 +21,110 @@ Cancelling cannot be expressed in that znode: as in Kafka it goes through AlterP
 ``adding_replicas``/``removing_replicas`` are cleared in the topic znode. A partition that is not
 being reassigned answers NO_REASSIGNMENT_IN_PROGRESS. The API's targets are validated (§9.3); the
 partitions it accepts are first dropped from ``/admin/reassign_partitions`` (the latest request wins).
+
+The manager does not hold the ``Controller``: it drives the context, the state machines and the
+store it is given, and reaches the controller only through ``ReassignmentClient`` (whether it is
+active, the leader-epoch bump with its LeaderAndIsr, UpdateMetadata, enqueueing an event) and
+topic deletion only through ``DeletionHooks``, as Kafka's ``TopicDeletionManager`` reaches its
+controller through a ``DeletionClient``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
+from controller_core.context import ControllerContext
 from controller_core.election import ReassignStrategy
 from controller_core.errors import ControllerMovedError, IllegalStateError
-from controller_core.events import ApiPartitionReassignment, ZkPartitionReassignment
-from controller_core.model import PartitionAndReplica, ReplicaAssignment, TopicPartition
-from controller_core.ports import ZkCode
+from controller_core.events import ApiPartitionReassignment, ControllerEvent, ZkPartitionReassignment
+from controller_core.model import LeaderIsrAndControllerEpoch, PartitionAndReplica, ReplicaAssignment, TopicPartition
+from controller_core.partition_state_machine import PartitionStateMachine
+from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.protocol.messages import ErrorCode
+from controller_core.replica_state_machine import ReplicaStateMachine
+from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
-
-if TYPE_CHECKING:
-    from controller_core.controller import Controller
 
 logger = logging.getLogger(__name__)
 
 _R = ReplicaState
 
 
+class ReassignmentClient(Protocol):
+    """What reassignment needs of the controller itself (the ``Controller`` implements it)."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    def update_leader_epoch_and_send_request(
+        self, tp: TopicPartition, assignment: ReplicaAssignment, recipients_isnew: Mapping[int, bool]
+    ) -> LeaderIsrAndControllerEpoch | None:
+        """Bump ``tp``'s leader epoch (fenced) and send LeaderAndIsr; None when a newer controller wrote."""
+        ...
+
+    def send_update_metadata(self, partitions: Sequence[TopicPartition]) -> None:
+        """UpdateMetadata for ``partitions`` to every live or shutting-down broker."""
+        ...
+
+    def enqueue(self, event: ControllerEvent) -> None:
+        """Put ``event`` on the controller's event queue."""
+        ...
+
+
+class DeletionHooks(Protocol):
+    """What reassignment tells topic deletion (``TopicDeletionManager`` implements it)."""
+
+    def mark_topics_ineligible(self, topics: Iterable[str]) -> None: ...
+
+    def resume_deletion_for_topics(self, topics: Iterable[str]) -> None: ...
+
+
+class ReassignmentStore(Protocol):
+    """The znodes reassignment reads and writes (``ZkStore`` implements them; writes are fenced)."""
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]] | None: ...
+
+    def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]], expected_controller_epoch_zk_version: int
+    ) -> None: ...
+
+    def delete_partition_reassignment(self, expected_controller_epoch_zk_version: int) -> bool: ...
+
+    def get_partition_states(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionStateRead]: ...
+
+    def set_topic_assignment(
+        self,
+        topic: str,
+        topic_id: str | None,
+        assignment: Mapping[int, ReplicaAssignment],
+        expected_controller_epoch_zk_version: int,
+    ) -> None: ...
+
+
 class ReassignmentManager:
     """Runs reassignments for one controller term (event thread only)."""
 
-    def __init__(self, controller: Controller) -> None:
-        self._c = controller
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        store: ReassignmentStore,
+        replica_sm: ReplicaStateMachine,
+        partition_sm: PartitionStateMachine,
+        scl: StateChangeLogger,
+        deletion: DeletionHooks,
+        client: ReassignmentClient,
+    ) -> None:
+        self._ctx = ctx
+        self._store = store
+        self._replica_sm = replica_sm
+        self._partition_sm = partition_sm
+        self._scl = scl
+        self._deletion = deletion
+        self._client = client
 
     def reset(self) -> None:
         """Nothing to drop: all reassignment state lives in the context and the topic znodes."""
@@ -59,17 +134,16 @@ class ReassignmentManager:
     def initialize(self) -> None:
         """Failover step 11: the ZooKeeper request first, then moves persisted in topic znodes."""
         handled = self.on_zk_reassignment()
-        ctx = self._c.ctx
+        ctx = self._ctx
         for tp in sorted(ctx.partitions_being_reassigned - handled):
             self.on_partition_reassignment(tp, ctx.partition_full_replica_assignment(tp))
 
     def on_zk_reassignment(self) -> set[TopicPartition]:
         """Handle ``/admin/reassign_partitions`` (§9.3, ZooKeeper path: no replica validation)."""
-        c = self._c
-        requested = c.store.get_partition_reassignment()
+        requested = self._store.get_partition_reassignment()
         if requested is None:
             return set()
-        ctx = c.ctx
+        ctx = self._ctx
         handled: set[TopicPartition] = set()
         rejected: dict[TopicPartition, str] = {}
         for tp, target in sorted(requested.items()):
@@ -83,14 +157,14 @@ class ReassignmentManager:
             self.on_partition_reassignment(tp, current.reassign_to(target))
             handled.add(tp)
         if rejected:
-            c.scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
+            self._scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
             self._remove_from_zk_request(set(rejected), only_if_target=None)
         return handled
 
     def on_api_event(self, event: ApiPartitionReassignment) -> None:
         """Handle the API event and always answer its caller (NOT_CONTROLLER when not active, or
         when the controller moves mid-way)."""
-        if not self._c.is_active:
+        if not self._client.is_active:
             event.callback(int(ErrorCode.NOT_CONTROLLER), {})
             return
         try:
@@ -108,7 +182,7 @@ class ReassignmentManager:
     ) -> dict[TopicPartition, tuple[int, str]]:
         """AlterPartitionReassignments (§9.3, API path): validate, drop from the ZooKeeper request,
         then start, retarget or cancel (None). Returns ``{partition: (error code, message)}``."""
-        ctx = self._c.ctx
+        ctx = self._ctx
         results: dict[TopicPartition, tuple[int, str]] = {}
         accepted: dict[TopicPartition, tuple[ReplicaAssignment, bool]] = {}
         live = ctx.live_broker_ids
@@ -156,11 +230,11 @@ class ReassignmentManager:
     def _cancel(self, tp: TopicPartition, revert: ReplicaAssignment) -> None:
         """KIP-455 cancel: RS := ORS (U1 rewrites the topic znode without AR/RR, U3 stops the adding
         replicas), then the completion path settles leadership and UpdateMetadata."""
-        ctx = self._c.ctx
+        ctx = self._ctx
         current = ctx.partition_full_replica_assignment(tp)
         # Leaving the set first makes the completion path record "cancelled" (below), not "completed".
         ctx.partitions_being_reassigned.discard(tp)
-        self._c.scl.record(
+        self._scl.record(
             "reassignment",
             phase="cancelled",
             entity=str(tp),
@@ -172,16 +246,15 @@ class ReassignmentManager:
         self.on_partition_reassignment(tp, revert)
 
     def maybe_complete(self, tp: TopicPartition) -> None:
-        ctx = self._c.ctx
+        ctx = self._ctx
         if tp in ctx.partitions_being_reassigned and self._is_complete(tp, ctx.partition_full_replica_assignment(tp)):
             self.on_partition_reassignment(tp, ctx.partition_full_replica_assignment(tp))
 
     # -- the sequence (§9.2) ------------------------------------------------------------------------
 
     def on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
-        c = self._c
-        ctx = c.ctx
-        c.deletion.mark_topics_ineligible({tp.topic})
+        ctx = self._ctx
+        self._deletion.mark_topics_ineligible({tp.topic})
         current = ctx.partition_full_replica_assignment(tp)
         started = tp not in ctx.partitions_being_reassigned
         if current != reassignment:
@@ -192,7 +265,7 @@ class ReassignmentManager:
         if reassignment.is_being_reassigned:
             ctx.partitions_being_reassigned.add(tp)
             if started:
-                c.scl.record(
+                self._scl.record(
                     "reassignment",
                     phase="started",
                     entity=str(tp),
@@ -209,27 +282,27 @@ class ReassignmentManager:
     def _is_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
         if not assignment.is_being_reassigned:
             return True
-        read = self._c.store.get_partition_states([tp])[tp]
+        read = self._store.get_partition_states([tp])[tp]
         if read.code is not ZkCode.OK or read.state is None:
             return False
         return set(assignment.target_replicas) <= set(read.state.leader_and_isr.isr)
 
     def _start_copy(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         """Phase A: epoch bump + LeaderAndIsr (ORS isNew=false, AR isNew=true); AR -> NewReplica."""
-        c = self._c
         recipients = {b: False for b in assignment.origin_replicas}
         recipients.update({b: True for b in assignment.adding_replicas})
-        if c.update_leader_epoch_and_send_request(tp, assignment, recipients) is None:
+        if self._client.update_leader_epoch_and_send_request(tp, assignment, recipients) is None:
             logger.warning("reassignment of %s: leader epoch bump skipped (newer controller)", tp)
         for replica in assignment.adding_replicas:
-            c.replica_sm.handle_state_changes([PartitionAndReplica(tp, replica)], _R.NEW)
+            self._replica_sm.handle_state_changes([PartitionAndReplica(tp, replica)], _R.NEW)
 
     def _complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         """Phase B: leadership into TRS, old replicas stopped and deleted, znodes cleaned up."""
-        c = self._c
-        ctx = c.ctx
+        ctx = self._ctx
         target = assignment.target_replicas
-        c.replica_sm.handle_state_changes([PartitionAndReplica(tp, r) for r in assignment.adding_replicas], _R.ONLINE)
+        self._replica_sm.handle_state_changes(
+            [PartitionAndReplica(tp, r) for r in assignment.adding_replicas], _R.ONLINE
+        )
         final = ReplicaAssignment(target)
         ctx.update_partition_full_replica_assignment(tp, final)
         self._move_leader_if_required(tp, final)
@@ -240,11 +313,9 @@ class ReassignmentManager:
         self._remove_from_zk_request({tp}, only_if_target=target)
         was_reassigning = tp in ctx.partitions_being_reassigned
         ctx.partitions_being_reassigned.discard(tp)
-        c.batch.new_batch()
-        c.batch.add_update_metadata_request_for_brokers(list(ctx.live_or_shutting_down_broker_ids), [tp])
-        c.batch.send_requests_to_brokers(ctx.epoch)
+        self._client.send_update_metadata([tp])
         if was_reassigning or assignment.is_being_reassigned:
-            c.scl.record(
+            self._scl.record(
                 "reassignment",
                 phase="completed",
                 entity=str(tp),
@@ -253,34 +324,30 @@ class ReassignmentManager:
                 origin_replicas=list(assignment.origin_replicas),
                 target_replicas=list(target),
             )
-        c.deletion.resume_deletion_for_topics({tp.topic})
+        self._deletion.resume_deletion_for_topics({tp.topic})
 
     def _move_leader_if_required(self, tp: TopicPartition, final: ReplicaAssignment) -> None:
-        c = self._c
-        info = c.ctx.partition_leadership_info(tp)
+        info = self._ctx.partition_leadership_info(tp)
         leader = -1 if info is None else info.leader_and_isr.leader
-        if leader not in final.replicas or not c.ctx.is_replica_online(leader, tp):
-            c.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, ReassignStrategy())
+        if leader not in final.replicas or not self._ctx.is_replica_online(leader, tp):
+            self._partition_sm.handle_state_changes([tp], PartitionState.ONLINE, ReassignStrategy())
         else:
-            c.update_leader_epoch_and_send_request(tp, final, dict.fromkeys(final.replicas, False))
+            self._client.update_leader_epoch_and_send_request(tp, final, dict.fromkeys(final.replicas, False))
 
     def _stop_removed_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
-        c = self._c
         removed = [PartitionAndReplica(tp, r) for r in replicas]
-        c.replica_sm.handle_state_changes(removed, _R.OFFLINE)
-        c.replica_sm.handle_state_changes(removed, _R.DELETION_STARTED)
-        c.replica_sm.handle_state_changes(removed, _R.DELETION_SUCCESSFUL)
-        c.replica_sm.handle_state_changes(removed, _R.NON_EXISTENT)
+        for state in (_R.OFFLINE, _R.DELETION_STARTED, _R.DELETION_SUCCESSFUL, _R.NON_EXISTENT):
+            self._replica_sm.handle_state_changes(removed, state)
 
     def _write_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment, update_context: bool = True) -> None:
         """Rewrite the whole topic znode with this partition's assignment replaced (fenced)."""
-        ctx = self._c.ctx
+        ctx = self._ctx
         partitions = {p.partition: a for p, a in ctx.partition_full_replica_assignment_for_topic(tp.topic).items()}
         if tp.partition not in partitions:
             raise IllegalStateError(f"topic {tp.topic} has no current assignment for partition {tp.partition}")
         partitions[tp.partition] = assignment
         try:
-            self._c.store.set_topic_assignment(tp.topic, ctx.topic_id(tp.topic), partitions, ctx.epoch_zk_version)
+            self._store.set_topic_assignment(tp.topic, ctx.topic_id(tp.topic), partitions, ctx.epoch_zk_version)
         except ControllerMovedError:
             raise
         if update_context:
@@ -288,8 +355,7 @@ class ReassignmentManager:
 
     def _remove_from_zk_request(self, done: set[TopicPartition], only_if_target: tuple[int, ...] | None) -> None:
         """B7: drop finished partitions from ``/admin/reassign_partitions`` (delete it when empty)."""
-        c = self._c
-        requested = c.store.get_partition_reassignment()
+        requested = self._store.get_partition_reassignment()
         if requested is None:
             return
         remaining = {
@@ -299,11 +365,12 @@ class ReassignmentManager:
         }
         if len(remaining) == len(requested):
             return
+        zkv = self._ctx.epoch_zk_version
         if remaining:
-            c.store.set_partition_reassignment(remaining, c.ctx.epoch_zk_version)
+            self._store.set_partition_reassignment(remaining, zkv)
         else:
-            c.store.delete_partition_reassignment(c.ctx.epoch_zk_version)
-            c.events.put(ZkPartitionReassignment())
+            self._store.delete_partition_reassignment(zkv)
+            self._client.enqueue(ZkPartitionReassignment())
 
 
 def _invalid_target(target: tuple[int, ...]) -> str | None:

@@ -31,7 +31,7 @@ from controller_core.model import (
 )
 from controller_core.ports import PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
-from controller_core.state_change_log import StateChangeLogger
+from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import ReplicaState
 
 logger = logging.getLogger(__name__)
@@ -223,11 +223,13 @@ class ReplicaStateMachine:
 
     def _put_all(self, broker_id: int, partitions: Sequence[TopicPartition], state: ReplicaState) -> None:
         """``_put`` for ``broker_id``'s replica of each partition, the states moved in one pass."""
-        record = self._log.replica_transition
         before = self._ctx.move_replicas_of_broker(broker_id, partitions, state)
-        for tp, current in zip(partitions, before, strict=True):
-            if current is not state:
-                record(PartitionAndReplica(tp, broker_id), current, state)
+        rows: list[PartitionRow] = [
+            (tp, current, state, None, None, None, None)
+            for tp, current in zip(partitions, before, strict=True)
+            if current is not state
+        ]
+        self._log.partition_records("replica_transition", rows, broker_id)
 
     def _to_new(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
@@ -400,7 +402,8 @@ class ReplicaStateMachine:
             # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
             written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
-            record = self._log.isr_change
+            records: list[PartitionRow] = []
+            record = records.append
             try:
                 for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
                     if outcome is None:
@@ -409,11 +412,12 @@ class ReplicaStateMachine:
                         finished[tp] = outcome
                     else:
                         before = reads[tp].state
-                        record(tp, None if before is None else before.leader_and_isr, outcome, broker_id)
+                        record((tp, None, None, None, None if before is None else before.leader_and_isr, outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((tp, info))
                         finished[tp] = info
-            finally:
+            finally:  # what was written is recorded and cached even when a later multi fails
+                self._log.partition_records("isr_change", records, broker_id)
                 ctx.put_partition_leadership_infos(written)
         return finished, retry
 

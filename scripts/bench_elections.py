@@ -4,7 +4,7 @@
 by 10 to 15 % between invocations on a shared 2-core VM. The per-partition work that bounds the broker
 failure and the preferred election (docs/performance.md, "What bounds each figure") needs a steadier
 measure to compare two versions of the code. This runs the partition state machine, the context, the
-request batch and the deferred state-change log wired by ``tests.fakes.make_harness`` (its store keeps
+request batch and the deferred state-change log wired by ``scripts.support.fakes.make_harness`` (its store keeps
 ZooKeeper's conditional-write rules) through several rounds in one process, and reports the CPU of
 each step on the calling thread:
 
@@ -61,7 +61,7 @@ from controller_core.state_change_log import DEFERRED_RECORDS  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from controller_core.zk.store import ControllerEpoch, ZkStore  # noqa: E402
 from scripts.devservices import ZooKeeperServer, free_port  # noqa: E402
-from tests.fakes import Harness, broker, make_harness  # noqa: E402
+from scripts.support.fakes import Harness, broker, make_harness  # noqa: E402
 
 PER_TOPIC = 50
 

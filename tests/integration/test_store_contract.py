@@ -1,5 +1,5 @@
 """One contract for the partition-state store: every test runs against the in-memory fake
-(``tests.fakes.FakePartitionStateStore``, what the state machines' unit tests use) and the real
+(``scripts.support.fakes.FakePartitionStateStore``, what the state machines' unit tests use) and the real
 ``ZkStore`` on a real ZooKeeper, so the fake cannot be kinder than the store it stands for.
 
 The faults are the ones fencing exists for: a fencing version of -1, a fence that fails after some
@@ -24,7 +24,7 @@ from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, Top
 from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore, ZkCode
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
-from tests.fakes import FakePartitionStateStore
+from scripts.support.fakes import FakePartitionStateStore
 from tests.support.zk import expire_session, wait_for
 
 pytestmark = pytest.mark.integration

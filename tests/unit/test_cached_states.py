@@ -14,7 +14,7 @@ from controller_core.election import ControlledShutdownStrategy, OfflineStrategy
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.ports import ZkCode
 from controller_core.states import PartitionState, ReplicaState
-from tests.fakes import Harness, make_harness
+from scripts.support.fakes import Harness, make_harness
 
 P = PartitionState
 R = ReplicaState

@@ -16,7 +16,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.states import PartitionState, ReplicaState
-from tests.fakes import broker
+from scripts.support.fakes import broker
 
 pytestmark = pytest.mark.unit
 
@@ -222,6 +222,11 @@ def test_check_valid_partition_state_change(ctx: ControllerContext) -> None:
     assert invalid == [T0, T1, T2]  # T2 has no state at all
     valid, invalid = ctx.check_valid_partition_state_change([T0, T1], P.OFFLINE)
     assert (valid, invalid) == ([T0, T1], [])
+    # With a default, a partition without a state gets it first (and is judged by it), in one pass.
+    valid, invalid = ctx.check_valid_partition_state_change([T2, T0], P.NEW, default=P.NON_EXISTENT)
+    assert (valid, invalid) == ([T2], [T0])
+    assert ctx.partition_state(T2) is P.NON_EXISTENT
+    assert T2 in ctx.partitions_in_state(P.NON_EXISTENT)
 
 
 # --- preferred replica imbalance -----------------------------------------------------------------------
@@ -234,6 +239,27 @@ def test_imbalance_follows_leadership_changes(ctx: ControllerContext) -> None:
     assert ctx.preferred_replica_imbalance_count == 1
     ctx.put_partition_leadership_info(T0, info(1, (1, 2, 3)))
     assert ctx.preferred_replica_imbalance_count == 0
+
+
+def test_imbalance_kept_by_the_bulk_leadership_update_is_the_one_by_one_figure() -> None:
+    """``put_partition_leadership_infos`` (an election batch) keeps the gauge as the single update does,
+    including partitions adding their preferred replica, topics queued for deletion and no assignment."""
+    rng = random.Random(7)
+    one, bulk = ControllerContext(1), ControllerContext(1)
+    partitions = [TopicPartition(f"t{i % 4}", i) for i in range(60)]
+    for c in (one, bulk):
+        for tp in partitions[:-5]:  # the last five have no assignment
+            replicas = random.Random(tp.partition).sample([1, 2, 3, 4], 3)
+            adding = replicas[:1] if tp.partition % 7 == 0 else []
+            c.update_partition_full_replica_assignment(tp, ReplicaAssignment.of(replicas, adding))
+        c.queue_topic_deletion(["t3"])
+    for _ in range(5):
+        batch = [(tp, info(rng.choice([1, 2, 3, 4, -1]), tuple(rng.sample([1, 2, 3, 4], 2)))) for tp in partitions]
+        for tp, i in batch:
+            one.put_partition_leadership_info(tp, i)
+        bulk.put_partition_leadership_infos(batch)
+        assert bulk.preferred_replica_imbalance_count == one.preferred_replica_imbalance_count
+    assert one.preferred_replica_imbalance_count > 0
 
 
 def test_imbalance_follows_assignment_changes(ctx: ControllerContext) -> None:

@@ -14,7 +14,7 @@ from controller_core.errors import ControllerMovedError, StateChangeFailedError,
 from controller_core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from controller_core.ports import ZkCode
 from controller_core.states import PARTITION_VALID_PREVIOUS, PartitionState
-from tests.fakes import Harness, make_harness
+from scripts.support.fakes import Harness, make_harness
 
 pytestmark = pytest.mark.unit
 

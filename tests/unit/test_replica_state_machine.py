@@ -8,7 +8,7 @@ from controller_core.errors import ControllerMovedError
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, ReplicaAssignment, TopicPartition
 from controller_core.ports import ZkCode
 from controller_core.states import REPLICA_VALID_PREVIOUS, PartitionState, ReplicaState
-from tests.fakes import Harness, make_harness
+from scripts.support.fakes import Harness, make_harness
 
 pytestmark = pytest.mark.unit
 

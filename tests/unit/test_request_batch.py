@@ -33,7 +33,7 @@ from controller_core.protocol.messages import (
 )
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import MemorySink, StateChangeLogger
-from tests.fakes import RecordingTransport, broker
+from scripts.support.fakes import RecordingTransport, broker
 
 pytestmark = pytest.mark.unit
 

@@ -135,6 +135,52 @@ def test_deferred_records_are_the_immediate_ones_in_the_same_order(epoch: list[i
     ]
 
 
+@pytest.mark.parametrize("defer", [0, 2, 1_000])
+def test_partition_records_in_bulk_are_the_one_by_one_records(epoch: list[int], defer: int) -> None:
+    """``partition_records`` (what the state machines use for 10,000 partitions at once) makes each
+    record exactly as ``partition_transition`` and ``election`` do, numbered on from the records
+    before it, immediate or deferred."""
+    one_by_one, bulk = MemorySink(), MemorySink()
+    before, after = LeaderAndIsr(1, 4, (1, 2), 7), LeaderAndIsr(2, 5, (2,), 8)
+    other = TopicPartition("orders", 4)
+    single = StateChangeLogger(one_by_one, 1, lambda: epoch[0], Clock(), defer=defer)
+    many = StateChangeLogger(bulk, 1, lambda: epoch[0], Clock(), defer=defer)
+    for log in (single, many):
+        with log.caused_by("BrokerChange", "e1"):
+            log.record("probe")
+    with single.caused_by("BrokerChange", "e1"):
+        single.partition_transition(TP, PartitionState.ONLINE, PartitionState.OFFLINE, before=before)
+        single.partition_transition(other, None, PartitionState.OFFLINE)
+        single.election(TP, "offline", PartitionState.OFFLINE, PartitionState.ONLINE, before=before, after=after)
+        single.election(other, "offline", None, PartitionState.ONLINE, before=None, after=after, unclean=True)
+        single.isr_change(TP, before, after, 3)
+        single.replica_transition(PartitionAndReplica(other, 3), ReplicaState.ONLINE, ReplicaState.OFFLINE)
+    with many.caused_by("BrokerChange", "e1"):
+        many.partition_records(
+            "partition_transition",
+            [
+                (TP, PartitionState.ONLINE, PartitionState.OFFLINE, None, before, None, None),
+                (other, None, PartitionState.OFFLINE, None, None, None, None),
+            ],
+        )
+        many.partition_records(
+            "election",
+            [
+                (TP, PartitionState.OFFLINE, PartitionState.ONLINE, "offline", before, after, False),
+                (other, None, PartitionState.ONLINE, "offline", None, after, True),
+            ],
+        )
+        many.partition_records("isr_change", [(TP, None, None, None, before, after, None)], 3)
+        many.partition_records(
+            "replica_transition", [(other, ReplicaState.ONLINE, ReplicaState.OFFLINE, None, None, None, None)], 3
+        )
+    single.flush()
+    many.flush()
+    assert len(bulk.records) == 7
+    assert bulk.records == one_by_one.records
+    assert [r["seq"] for r in bulk.records] == [1, 2, 3, 4, 5, 6, 7]
+
+
 def test_deferred_records_are_built_once_the_limit_is_reached(epoch: list[int]) -> None:
     sink = MemorySink()
     log = StateChangeLogger(sink, 1, lambda: epoch[0], Clock(), defer=3)

@@ -16,7 +16,7 @@ from controller_core.errors import ControllerMovedError, ZkOperationError
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica, TopicPartition
 from controller_core.ports import ZkCode
 from controller_core.states import PartitionState, ReplicaState
-from tests.fakes import Harness, make_harness
+from scripts.support.fakes import Harness, make_harness
 
 pytestmark = pytest.mark.unit
 

@@ -1,14 +1,13 @@
 """TopicDeletionManager (reference §10): StopReplica errors make the deletion wait and retry, a dead
 broker halts it, and the topic's znodes go only once every replica was deleted.
 
-The manager drives the real state machines over the fake store (``tests.fakes.Harness``); the
-controller around it is a stand-in with the parts the manager uses, and the broker's StopReplica
-answers are delivered the way the controller's ``StopReplicaResponse`` event does.
+The manager drives the real state machines over the fake store (``scripts.support.fakes.Harness``); the
+controller's side is its real ``ControllerDeletionClient`` over the fake store's admin znodes, and
+the broker's StopReplica answers are delivered the way the controller's ``StopReplicaResponse`` event does.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,8 +16,8 @@ from controller_core.model import PartitionAndReplica, TopicPartition
 from controller_core.protocol.messages import ErrorCode
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.states import PartitionState, ReplicaState
-from controller_core.topic_deletion import TopicDeletionManager
-from tests.fakes import FakePartitionStateStore, Harness, broker, make_harness
+from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
+from scripts.support.fakes import FakePartitionStateStore, Harness, broker, make_harness
 
 pytestmark = pytest.mark.unit
 
@@ -57,17 +56,17 @@ class _Watches:
 
 
 class _Controller:
-    """What ``TopicDeletionManager`` uses of the ``Controller``, over a harness."""
+    """The controller's side of ``TopicDeletionManager`` over a harness: its ``ControllerDeletionClient``
+    on the fake store's admin znodes, a recording watch registry and a request batch."""
 
     def __init__(self, h: Harness) -> None:
-        self.config = SimpleNamespace(delete_topic_enable=True)
-        self.ctx = h.ctx
         self.store = _AdminZnodes(h.store)
-        self.scl = h.log
-        self.replica_sm = h.rsm
-        self.partition_sm = h.psm
-        self.batch = ControllerBrokerRequestBatch(h.ctx, h.transport, h.log)
         self.watches = _Watches()
+        batch = ControllerBrokerRequestBatch(h.ctx, h.transport, h.log)
+        self.client = ControllerDeletionClient(h.ctx, self.store, self.watches.unregister, batch)
+
+    def manager(self, h: Harness) -> TopicDeletionManager:
+        return TopicDeletionManager(h.ctx, h.rsm, h.psm, h.log, self.client, delete_topic_enable=True)
 
 
 @pytest.fixture
@@ -92,7 +91,7 @@ def _state(h: Harness, tp: TopicPartition, broker_id: int) -> ReplicaState | Non
 
 def test_a_stop_replica_error_halts_the_deletion_and_a_resume_retries_only_the_failed_replica(h: Harness) -> None:
     controller = _Controller(h)
-    manager = TopicDeletionManager(controller)  # type: ignore[arg-type]
+    manager = controller.manager(h)
 
     manager.on_deletion_requested({"doomed"})
     assert _deleting(h, 1) == {D0, D1} and _deleting(h, 2) == {D0, D1}
@@ -116,6 +115,7 @@ def test_a_stop_replica_error_halts_the_deletion_and_a_resume_retries_only_the_f
 
     manager.on_stop_replica_response(2, ErrorCode.NONE, {D0: ErrorCode.NONE})
     assert controller.store.deleted == [("topic", ("doomed",)), ("config", ("doomed",)), ("deletion", ("doomed",))]
+    assert controller.watches.unregistered == ["/brokers/topics/doomed", "/config/topics/doomed"]
     assert "doomed" not in h.ctx.all_topics
     h.log.flush()
     phases = [r["phase"] for r in h.sink.of_kind("topic_deletion")]
@@ -124,7 +124,7 @@ def test_a_stop_replica_error_halts_the_deletion_and_a_resume_retries_only_the_f
 
 def test_a_request_level_error_fails_every_replica_of_the_answer(h: Harness) -> None:
     controller = _Controller(h)
-    manager = TopicDeletionManager(controller)  # type: ignore[arg-type]
+    manager = controller.manager(h)
     manager.on_deletion_requested({"doomed"})
     manager.on_stop_replica_response(1, ErrorCode.STALE_CONTROLLER_EPOCH, {D0: ErrorCode.NONE, D1: ErrorCode.NONE})
     manager.on_stop_replica_response(2, ErrorCode.NONE, {D0: ErrorCode.NONE, D1: ErrorCode.NONE})
@@ -137,7 +137,7 @@ def test_a_request_level_error_fails_every_replica_of_the_answer(h: Harness) -> 
 
 def test_a_dead_broker_halts_the_deletion_until_it_returns(h: Harness) -> None:
     controller = _Controller(h)
-    manager = TopicDeletionManager(controller)  # type: ignore[arg-type]
+    manager = controller.manager(h)
     h.ctx.remove_live_brokers([2])
     h.rsm.handle_state_changes([PartitionAndReplica(tp, 2) for tp in (D0, D1)], R.OFFLINE)  # its failure handled
     h.transport.clear()
@@ -158,7 +158,7 @@ def test_a_dead_broker_halts_the_deletion_until_it_returns(h: Harness) -> None:
 
 def test_a_deletion_of_an_unknown_topic_only_clears_its_request(h: Harness) -> None:
     controller = _Controller(h)
-    manager = TopicDeletionManager(controller)  # type: ignore[arg-type]
+    manager = controller.manager(h)
     manager.on_deletion_requested({"ghost"})
     assert controller.store.deleted == [("deletion", ("ghost",))]
     assert h.transport.sent == []
