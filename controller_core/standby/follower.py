@@ -66,7 +66,7 @@ class StandbyFollower:
         *,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         max_batch: int = 50_000,
-        lag_window: int = 20_000,
+        lag_window: int = 50_000,
         catch_up_timeout_s: float = 10.0,
         reader: MultiReader | None = None,
         clock: Callable[[], float] = time.time,
