@@ -139,7 +139,7 @@ class StandbyFollower:
             self._view = None
             self._loaded = False
         if not self._stopped:
-            self._remove_watches()
+            self._remove_watches(wait=False)  # the failover never waits on it; the tap drops events anyway
 
     def resume(self) -> None:
         """Follow again from a full read (the candidate resigned or lost the controller)."""
@@ -429,10 +429,12 @@ class StandbyFollower:
             self._warm = False
             self._state, self._reason = state, reason
 
-    def _remove_watches(self) -> None:
+    def _remove_watches(self, *, wait: bool = True) -> None:
         for root in FOLLOWED_ROOTS:
             try:
-                remove_watches_async(self._client, root).get(timeout=5)
+                pending = remove_watches_async(self._client, root)
+                if wait:
+                    pending.get(timeout=5)
             except Exception as exc:  # NOWATCHER, or no connection (the server dropped them anyway)
                 logger.debug("standby: RemoveWatches %s: %r", root, exc)
 
