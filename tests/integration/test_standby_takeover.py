@@ -5,7 +5,7 @@ says why, and a candidate that resigns follows again."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -40,7 +40,7 @@ def _active_id(zk: KazooClient) -> int:
     return codecs.decode_controller(zk.get(paths.CONTROLLER_PATH)[0]).broker_id
 
 
-def _failovers(candidates: Candidates, cid: int) -> list[dict[str, Any]]:
+def _failovers(candidates: Candidates, cid: int) -> list[Mapping[str, Any]]:
     return [r for r in candidates.sinks[cid].records if r["kind"] == "failover"]
 
 
