@@ -289,7 +289,8 @@ class Bench:
         status = http_json(url, "GET", "/v1/status")
         log(
             f"  standby lag: p50 {status['standby_lag_p50_ms']:.0f} ms, p99 {status['standby_lag_p99_ms']:.0f} ms, "
-            f"max {status['standby_lag_max_ms']:.0f} ms; largest backlog {status['standby_backlog_max']:,} paths, "
+            f"max {status['standby_lag_max_ms']:.0f} ms (event received to applied: p99 "
+            f"{status['standby_apply_lag_p99_ms']:.0f} ms); largest backlog {status['standby_backlog_max']:,} paths, "
             f"{status['standby_changes_applied']:,} changes applied, {status['standby_state']}"
         )
         return float(status["standby_lag_p99_ms"]) / 1000

@@ -97,6 +97,9 @@ class StandbyFollower:
         self._view: ClusterView | None = None
         self._thread: threading.Thread | None = None
         self._lags_ms: deque[float] = deque(maxlen=max(1, lag_window))
+        # Event received -> applied, per changed path: the follower's own share of the lag (the rest is
+        # ZooKeeper committing and delivering: mtime is set when the leader prepares the transaction).
+        self._apply_lags_ms: deque[float] = deque(maxlen=max(1, lag_window))
         self.current_to_zxid = 0
         self.reloads = 0
         self.changes_applied = 0
@@ -223,6 +226,7 @@ class StandbyFollower:
             backlog = len(self._pending)
             oldest = next(iter(self._pending.values()), None)
             lags = sorted(self._lags_ms)
+            apply_lags = sorted(self._apply_lags_ms)
         now = time.monotonic()
         view = self._view
         return {
@@ -235,6 +239,7 @@ class StandbyFollower:
             "standby_lag_p50_ms": _percentile(lags, 0.50),
             "standby_lag_p99_ms": _percentile(lags, 0.99),
             "standby_lag_max_ms": round(lags[-1], 1) if lags else 0,
+            "standby_apply_lag_p99_ms": _percentile(apply_lags, 0.99),
             "standby_zxid": self.current_to_zxid,
             "standby_reloads": self.reloads,
             "standby_last_reload_ms": round(self.last_reload_ms, 1),
@@ -249,6 +254,7 @@ class StandbyFollower:
     def reset_lag_samples(self) -> None:
         with self._cond:
             self._lags_ms.clear()
+            self._apply_lags_ms.clear()
             self.max_backlog_seen = 0
 
     # -- kazoo's connection thread -----------------------------------------------------------------
@@ -374,12 +380,14 @@ class StandbyFollower:
         if view is None:
             return
         self._read_into(view, targets, lag=True, generation=generation)
+        applied_at = time.monotonic()
         zxid = self._client.last_zxid
         with self._cond:
             if generation != self._generation:
                 return
             self._done += take
             self.changes_applied += len(batch)
+            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in batch.values())
             if not self._pending:
                 self._mark_warm_locked(zxid)
             self._cond.notify_all()
