@@ -612,6 +612,10 @@ class Controller:
             endpoint=self.endpoint,
         )
         self._record_state_snapshot()
+        if read_path["path"] == "cold" and self.standby is not None:
+            # After the failover and snapshot records, which stay together first (docs/contracts.md).
+            self.scl.record("standby_fallback", reason=read_path["standby"])
+            logger.warning("controller %d read everything: %s", self.config.controller_id, read_path["standby"])
         logger.info(
             "controller %d failover (%s) done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",
             self.config.controller_id,
@@ -648,15 +652,7 @@ class Controller:
         for broker in brokers:
             channel.add_broker(broker)
         self._transport.channel = channel
-        read_path = source.finish()
-        if read_path["path"] == "cold" and self.standby is not None:
-            self.scl.record("standby_fallback", reason=read_path["standby"])
-            logger.warning(
-                "controller %d: full reload, the standby was not current: %s",
-                self.config.controller_id,
-                read_path["standby"],
-            )
-        return read_path
+        return source.finish()
 
     def _store_assignments(self, assignments: Mapping[str, Any]) -> None:
         for topic, assignment in assignments.items():
