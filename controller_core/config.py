@@ -41,6 +41,9 @@ class ControllerConfig:
     #: gone about this long before its registration vanished, which the state-change log records as
     #: the estimated start of its partitions' outage (``session_lost_ms`` on ``broker_change``).
     broker_session_timeout_s: float = 18.0
+    #: Keep the failover's reads current from ZooKeeper while standing by (controller_core.standby),
+    #: so that taking over reads only what changed; False: every failover reads everything (cold).
+    warm_standby: bool = True
 
     def __post_init__(self) -> None:
         if self.request_timeout_s <= 0:

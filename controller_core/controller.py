@@ -91,6 +91,7 @@ from controller_core.reassignment import ReassignmentManager
 from controller_core.rebalance_catchup import IsrTenure
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.standby import FailoverSource, StandbyFollower
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
@@ -212,8 +213,10 @@ class Controller:
         *,
         endpoint: str | None = None,
         clock: Callable[[], float] = time.time,
+        standby: StandbyFollower | None = None,
     ) -> None:
         self.config = config
+        self.standby = standby  # warm standby: the failover reads from its view when it is current
         self.client = client
         self.store = store
         self.endpoint = endpoint
@@ -252,6 +255,7 @@ class Controller:
         self.active_controller_id = -1
         self.failover_count = 0
         self.last_failover_ms: float | None = None
+        self.last_failover_path = ""
         self._clock = clock
         self._connected = threading.Event()
         self._connected.set()
@@ -552,6 +556,8 @@ class Controller:
             self.scl.flush()
         self.ctx.reset()
         self.reassignment.reset()
+        if self.standby is not None and self._started:
+            self.standby.resume()  # follow again (from a full read) while standing by
         if delete_controller_znode and was_leading:
             try:
                 self.store.delete_controller(epoch_zk_version)
@@ -581,7 +587,7 @@ class Controller:
         self.store.delete_log_dir_event_notifications(self.store.get_log_dir_event_notification_names(), zkv)
         self.store.delete_isr_change_notifications(self.store.get_isr_change_notification_names(), zkv)
         phases.mark("watches_and_notifications")
-        self._initialize_controller_context(phases)
+        read_path = self._initialize_controller_context(phases)
 
         topics_to_delete = set(self.store.get_topic_deletions())
         ineligible = {
@@ -609,20 +615,27 @@ class Controller:
         self._transport.send_held()
         phases.mark("requests_handed_to_senders")
         self.last_failover_ms = (time.perf_counter() - started) * 1000
+        self.last_failover_path = read_path["path"]
         self.scl.record(
             "failover",
             elected_at_ms=elected_at * 1000,
             completed_at_ms=self._clock() * 1000,
             duration_ms=self.last_failover_ms,
             phases_ms=phases.ms,
+            **read_path,
             live_brokers=sorted(self.ctx.live_broker_ids),
             partitions=self.ctx.partition_count,
             endpoint=self.endpoint,
         )
         self._record_state_snapshot()
+        if read_path["path"] == "cold" and self.standby is not None:
+            # After the failover and snapshot records, which stay together first (docs/contracts.md).
+            self.scl.record("standby_fallback", reason=read_path["standby"])
+            logger.warning("controller %d read everything: %s", self.config.controller_id, read_path["standby"])
         logger.info(
-            "controller %d failover done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",
+            "controller %d failover (%s) done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",
             self.config.controller_id,
+            read_path["path"],
             self.last_failover_ms,
             len(self.ctx.live_or_shutting_down_broker_ids),
             len(self.ctx.all_topics),
@@ -630,27 +643,32 @@ class Controller:
             ", ".join(f"{name} {ms:.0f} ms" for name, ms in phases.ms.items()),
         )
 
-    def _initialize_controller_context(self, phases: _PhaseClock | None = None) -> None:
+    def _initialize_controller_context(self, phases: _PhaseClock | None = None) -> dict[str, Any]:
+        """Load brokers, topics, assignments and partition states: from the warm standby's view when
+        it is proven current (``controller_core.standby.source``), else read from ZooKeeper. Returns
+        how they were read (``path``: warm or cold, and why), for the failover record."""
         phases = phases or _PhaseClock(time.perf_counter())
-        brokers = list(self.store.get_all_broker_registrations().values())
+        source = FailoverSource(self.standby, self.store)
+        brokers = list(source.get_all_broker_registrations().values())
         self.ctx.set_live_brokers(brokers)
-        topics = self.store.get_all_topics()
+        topics = source.get_all_topics()
         self.ctx.set_all_topics(topics)
         self._watch_topics(topics)
         phases.mark("brokers_topics_and_topic_watches")
-        assignments = self.store.get_replica_assignments(topics)
+        assignments = source.get_replica_assignments(topics)
         self._store_assignments(assignments)
         phases.mark("assignments")
         self.ctx.clear_partition_leadership_info()
         self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
         for broker in brokers:
             self._watch_broker(broker.id)
-        self._refresh_leadership(self.ctx.all_partitions())
+        self.ctx.load_partition_leadership_info(source.get_partition_leadership(self.ctx.all_partitions()))
         phases.mark("partition_states")
         channel = self._channel_factory()
         for broker in brokers:
             channel.add_broker(broker)
         self._transport.channel = channel
+        return source.finish()
 
     def _store_assignments(self, assignments: Mapping[str, Any]) -> None:
         for topic, assignment in assignments.items():
@@ -1285,6 +1303,8 @@ class Controller:
             "topics_to_delete": len(self.ctx.topics_to_be_deleted) if active else 0,
             "failover_count": self.failover_count,
             "last_failover_ms": self.last_failover_ms or 0,
+            "last_failover_path": self.last_failover_path,
+            **(self.standby.status() if self.standby is not None else {"standby_state": "off", "standby_warm": "0"}),
             "per_state_ms": {
                 ControllerState(s).name: {
                     "count": t.count,

@@ -21,6 +21,7 @@ from controller_core.config import ControllerConfig
 from controller_core.controller import Controller
 from controller_core.controller_api import ControllerApiServer
 from controller_core.ports import StateChangeSink
+from controller_core.standby import StandbyFollower
 from controller_core.state_change_log import FanoutSink, JsonLinesDailySink
 from controller_core.zk.client import ZkSecurity, new_client, world_writable_warning
 from controller_core.zk.store import ZkStore
@@ -98,6 +99,7 @@ class ControllerRunner:
         self.client: KazooClient | None = None
         self.controller: Controller | None = None
         self.api: ControllerApiServer | None = None
+        self.standby: StandbyFollower | None = None
         self._sink: StateChangeSink | None = None
 
     def start(self, connect_timeout: float = 30.0) -> Controller:
@@ -117,13 +119,19 @@ class ControllerRunner:
             if cfg.batched_writes
             else ZkStore(self.client, max_ops_per_multi=1, max_in_flight=UNBATCHED_IN_FLIGHT)
         )
+        # The standby follows on the candidate's own session: its election's reply then proves
+        # which changes the view must hold (controller_core.standby.follower).
+        self.standby = StandbyFollower(self.client) if cfg.warm_standby else None
         controller = Controller(
             cfg,
             self.client,
             store,
             channel_factory=partial(ControllerChannelManager, request_timeout_s=cfg.request_timeout_s),
             sink=self._sink,
+            standby=self.standby,
         )
+        if self.standby is not None:
+            self.standby.start()
         self.api = ControllerApiServer(controller, cfg.api_host, cfg.api_port)
         controller.endpoint = self.api.url
         self.api.start()
@@ -145,6 +153,9 @@ class ControllerRunner:
         if self.api is not None:
             self.api.stop()
             self.api = None
+        if self.standby is not None:
+            self.standby.stop()
+            self.standby = None
         if self.client is not None:
             self.client.stop()
             self.client.close()

@@ -21,6 +21,13 @@ Each run (the figures are the median of ``--runs``):
   ``completed_at_ms`` in its "failover" record (context loaded, partitions and replicas started,
   LeaderAndIsr/UpdateMetadata enqueued to the brokers' senders). The killed candidate is restarted as
   the standby.
+* ``cold_failover_s``: the same, after the standby was replaced by a candidate started from nothing
+  that does not follow ZooKeeper (``warm_standby=False``): the full reload. ``failover_s`` waits for
+  the standby to report itself warm first (``controller_core.standby``); ``standby_rss_mb`` and
+  ``cold_standby_rss_mb`` are the two standbys' resident memory just before they took over (the
+  difference is what keeping the view costs).
+* ``standby_lag_p99_s``: after the broker failure below, once the standby's backlog is empty, the
+  p99 of its lag (``now - mtime`` of each change it applied, its last 50,000 changes).
 * ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when
   every partition it led has a new leader in ZooKeeper (the latest modification time of their state
   znodes, read once the controller's record below has come and every one is seen moved; nothing polls
@@ -89,10 +96,13 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
     registrations = bench.registrations()
     bench.quiesce()
     samples.setdefault(prefix + "failover_s", []).append(bench.failover())
+    bench.quiesce()
+    samples.setdefault(prefix + "cold_failover_s", []).append(bench.failover(warm=False))
     victim = 1 + (2 * r) % bench.brokers
     bench.quiesce()
     s, led = bench.broker_failure(victim)
     samples.setdefault(prefix + "broker_failure_s", []).append(s)
+    samples.setdefault(prefix + "standby_lag_p99_s", []).append(bench.standby_lag_p99_s())
     counts["broker_failure_leaders"] = led
     bench.quiesce()
     shut = _shutdown_target(bench, victim)
@@ -216,6 +226,9 @@ def run(
         report[key] = round(statistics.median(values), 3)
         report[key + "_runs"] = [round(x, 3) for x in values]
     report.update(counts)
+    for warm, key in ((True, "standby_rss_mb"), (False, "cold_standby_rss_mb")):
+        if bench.standby_rss_mb.get(warm):
+            report[key] = round(statistics.median(bench.standby_rss_mb[warm]), 1)
     report["failover_phases_ms"] = bench.failover_phases  # per failover, batched runs first
     for scenario, figures in bench.cpu.items():
         for key in ("event_cpu_s", "event_wall_s", "process_cpu_s"):
@@ -236,6 +249,8 @@ def run(
 
 KEYS = [
     "failover_s",
+    "cold_failover_s",
+    "standby_lag_p99_s",
     "broker_failure_s",
     "controlled_shutdown_s",
     "preferred_election_s",
@@ -243,6 +258,7 @@ KEYS = [
     "zk_floor_read_raw_s",
     "zk_floor_write_s",
     "unbatched_failover_s",
+    "unbatched_cold_failover_s",
     "unbatched_broker_failure_s",
     "unbatched_controlled_shutdown_s",
     "unbatched_preferred_election_s",
@@ -271,6 +287,8 @@ def render(report: Mapping[str, Any]) -> str:
         f"{'controlled_shutdown_leaders':<34}{report.get('controlled_shutdown_leaders', 0):>10,}",
         f"{'preferred_election_moved':<34}{report.get('preferred_election_moved', 0):>10,}",
         f"{'controller_peak_rss_mb':<34}{report['controller_peak_rss_mb']:>10.1f}",
+        f"{'standby_rss_mb (warm / cold)':<34}{report.get('standby_rss_mb', 0):>10.1f}"
+        f"  / {report.get('cold_standby_rss_mb', 0):.1f}",
         f"{'events_per_s_busy':<34}{report['events_per_s_busy']:>10.1f}",
         f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}, nice {report['agent_nice']}; "
         f"controllers feed the Redis state-change stream: {'yes' if report.get('redis_stream') else 'no'}",
@@ -307,11 +325,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--unbatched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cold-standby", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-change-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_controller is not None:
         return serve_controller(
-            args.serve_controller, args.zookeeper, not args.unbatched, args.state_change_dir, args.redis_url
+            args.serve_controller,
+            args.zookeeper,
+            not args.unbatched,
+            args.state_change_dir,
+            args.redis_url,
+            warm_standby=not args.cold_standby,
         )
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.ERROR)

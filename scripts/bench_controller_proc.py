@@ -68,6 +68,7 @@ def serve_controller(
     batched: bool,
     state_change_dir: Path | None = None,
     redis_url: str | None = None,
+    warm_standby: bool = True,
 ) -> int:
     """The child's side (``--serve-controller``): one candidate with auto rebalance off, its state-change
     log and, with ``redis_url``, the Redis stream and status hash, until SIGTERM."""
@@ -84,6 +85,7 @@ def serve_controller(
         auto_leader_rebalance_enable=False,
         first_rebalance_delay_seconds=3600,
         batched_writes=batched,
+        warm_standby=warm_standby,
         # A lightweight agent takes ~1 s per 100,000 partitions of a LeaderAndIsr (docs/broker-agent.md);
         # Kafka's 30 s default would drop and resend the first full requests at a million partitions.
         request_timeout_s=REQUEST_TIMEOUT_S,
@@ -142,8 +144,10 @@ class ControllerProc:
         batched: bool = True,
         state_change_dir: Path | None = None,
         redis_url: str | None = None,
+        warm_standby: bool = True,
     ) -> None:
         self.id = controller_id
+        self.warm_standby = warm_standby
         self.failovers: list[dict[str, Any]] = []
         self.request_batches: list[dict[str, Any]] = []
         self.url: str | None = None
@@ -154,6 +158,7 @@ class ControllerProc:
                 *(() if batched else ("--unbatched",)),
                 *(() if state_change_dir is None else ("--state-change-dir", str(state_change_dir))),
                 *(() if redis_url is None else ("--redis-url", redis_url)),
+                *(() if warm_standby else ("--cold-standby",)),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -186,9 +191,16 @@ class ControllerProc:
         return None
 
     def peak_rss_mb(self) -> float:
+        return self._proc_status_mb("VmHWM:")
+
+    def rss_mb(self) -> float:
+        """Resident memory now (a standby's, before it takes over: what keeping the view costs)."""
+        return self._proc_status_mb("VmRSS:")
+
+    def _proc_status_mb(self, field: str) -> float:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) / 1024
         except OSError:
             pass

@@ -98,6 +98,7 @@ class Bench:
         self.rss: list[float] = []
         self.batched = True  # how (re)started controllers write: see the "unbatched" phase of run()
         self.failover_phases: list[dict[str, float]] = []
+        self.standby_rss_mb: dict[bool, list[float]] = {}  # warm / cold standby's RSS before it took over
         # Per scenario: the controller's CPU while it handled it (see ``CpuProbe``).
         self.cpu: dict[str, list[dict[str, float]]] = {}
         self.partitions: list[TopicPartition] = []
@@ -160,9 +161,9 @@ class Bench:
         proc.kill()
         proc.wait()
 
-    def start_controller(self, controller_id: int) -> ControllerProc:
+    def start_controller(self, controller_id: int, warm: bool = True) -> ControllerProc:
         logs = None if self.state_change_dir is None else self.state_change_dir / f"controller-{controller_id}"
-        c = ControllerProc(controller_id, self.connect, self.batched, logs, self.redis_url)
+        c = ControllerProc(controller_id, self.connect, self.batched, logs, self.redis_url, warm_standby=warm)
         self.controllers[controller_id] = c
         if not c.ready.wait(60):
             raise TimeoutError(f"controller {controller_id} did not start")
@@ -234,9 +235,18 @@ class Bench:
         )
 
     # scenarios
-    def failover(self) -> float:
+    def failover(self, warm: bool = True) -> float:
+        """``warm``: the standby has followed ZooKeeper and is current (waited for); else it is replaced
+        first by a candidate started from nothing that does not follow (``cold_failover_s``)."""
         old = self.active()
         other = next(c for c in self.controllers.values() if c is not old)
+        if warm:
+            url = other.url or ""
+            poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_warm") == "1", 600, "a warm standby")
+        else:
+            self.rss.append(other.stop())
+            other = self.start_controller(other.id, warm=False)
+        self.standby_rss_mb.setdefault(warm, []).append(other.rss_mb())
         before = len(other.failovers)
         deleted: list[float] = []
 
@@ -254,7 +264,8 @@ class Bench:
         start = deleted[0] if deleted else record["elected_at_ms"] / 1000
         seconds = float(record["completed_at_ms"]) / 1000 - start
         log(
-            f"  failover: {seconds:.3f} s (election {record['elected_at_ms'] / 1000 - start:.3f} s, "
+            f"  failover ({record.get('path', '?')}): {seconds:.3f} s "
+            f"(election {record['elected_at_ms'] / 1000 - start:.3f} s, "
             f"failover record {record['duration_ms'] / 1000:.3f} s, {record['partitions']} partitions; "
             f"the old controller's process exited {exit_s:.2f} s after SIGTERM)"
         )
@@ -267,6 +278,22 @@ class Bench:
         self.start_controller(old.id)
         self.idle(other)
         return seconds
+
+    def standby_lag_p99_s(self) -> float:
+        """The standby's lag behind ZooKeeper (p99 of now - mtime of each change it applied, its last
+        50,000 changes: after a broker failure, mostly that storm's), once it has caught up."""
+        active = self.active()
+        standby = next(c for c in self.controllers.values() if c is not active)
+        url = standby.url or ""
+        poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_backlog", 1) == 0, 300, "standby caught up")
+        status = http_json(url, "GET", "/v1/status")
+        log(
+            f"  standby lag: p50 {status['standby_lag_p50_ms']:.0f} ms, p99 {status['standby_lag_p99_ms']:.0f} ms, "
+            f"max {status['standby_lag_max_ms']:.0f} ms (event received to applied: p99 "
+            f"{status['standby_apply_lag_p99_ms']:.0f} ms); largest backlog {status['standby_backlog_max']:,} paths, "
+            f"{status['standby_changes_applied']:,} changes applied, {status['standby_state']}"
+        )
+        return float(status["standby_lag_p99_ms"]) / 1000
 
     def broker_failure(self, broker_id: int) -> tuple[float, int]:
         lead = self.leaders(self.partitions)

@@ -10,7 +10,9 @@ Settings (environment): ``CONTROLLER_ID``, ``CONTROLLER_CLUSTER`` (``run_control
 cluster, ``demo``; workers follow the registry instead),
 ``CONTROLLER_REBALANCE_INTERVAL_S`` (``leader.imbalance.check.interval.seconds``, default 300),
 ``CONTROLLER_IMBALANCE_PERCENTAGE`` (default 10), ``CONTROLLER_UNCLEAN_ELECTION`` (default off),
-``STATE_CHANGE_STREAM_MAXLEN`` (default 1,000,000).
+``STATE_CHANGE_STREAM_MAXLEN`` (default 1,000,000), ``CONTROLLER_WARM_STANDBY`` (default on: a
+standby candidate follows ZooKeeper and fails over from what it holds, ``controller_core.standby``;
+its state, lag and last failover path are in the status hash the overview reads).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def config_from_environment(
         auto_leader_rebalance_enable=env_bool("CONTROLLER_AUTO_REBALANCE", True),
         leader_imbalance_min_isr_seconds=float(env_int("CONTROLLER_REBALANCE_MIN_ISR_S", 0)),
         request_timeout_s=float(env_int("CONTROLLER_REQUEST_TIMEOUT_S", 30)),
+        warm_standby=env_bool("CONTROLLER_WARM_STANDBY", True),
     )
     return cluster_name, config
 

@@ -32,7 +32,7 @@ BROKER_EVENTS: Final = (
 BROKER_FIELDS: Final = ("controller_epoch", "seq", "ts", "event", "kind", "cause", "entity", "detail", "action_id")
 FAILOVER_FIELDS: Final = (
     "controller_epoch", "controller_id", "ts", "previous_epoch", "previous_controller_id", "previous_last_ts",
-    "gap_ms", "failover_duration_ms", "live_brokers", "partitions",
+    "gap_ms", "failover_duration_ms", "live_brokers", "partitions", "path", "standby",
 )  # fmt: skip
 
 
@@ -194,6 +194,10 @@ class Failover:
             "previous_last_ts": self.previous.ts if self.previous else None,
             "gap_ms": gap,
             "failover_duration_ms": record.get("duration_ms"),
+            # warm (from the standby's view) or cold (full reload, and why); absent before issue 28.
+            "path": record.get("path"),
+            "standby": record.get("standby"),
+            "phases_ms": record.get("phases_ms") or {},
             "live_brokers": record.get("live_brokers"),
             "partitions": record.get("partitions"),
         }

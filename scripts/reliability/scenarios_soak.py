@@ -15,6 +15,7 @@ from scripts.reliability.scenarios import SCENARIOS, Scenario
 from scripts.reliability.scenarios_churn import f15_broker_flapping, f21_event_flood, f22_nemesis
 from scripts.reliability.scenarios_midway import f13_failover_mid_reassignment, f14_failover_mid_deletion
 from scripts.reliability.scenarios_redis import REDIS_SCENARIOS
+from scripts.reliability.scenarios_standby import STANDBY_SCENARIOS
 from scripts.reliability.scenarios_zk import (
     f7_long_partition,
     f8_zk_leader_restart,
@@ -62,5 +63,7 @@ SOAK_SCENARIOS: dict[str, Scenario] = {
 }
 
 ALL_SCENARIOS: dict[str, Scenario] = dict(
-    sorted({**SCENARIOS, **SOAK_SCENARIOS, **REDIS_SCENARIOS}.items(), key=lambda kv: int(kv[0][1:]))
+    sorted(
+        {**SCENARIOS, **SOAK_SCENARIOS, **REDIS_SCENARIOS, **STANDBY_SCENARIOS}.items(), key=lambda kv: int(kv[0][1:])
+    )
 )

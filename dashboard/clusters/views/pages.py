@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from controller_core.states import STATE_COLORS
 from dashboard.clusters import layout
+from dashboard.clusters.candidates import candidate_rows
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.skew import balance, preferred_percent
 from dashboard.clusters.snapshot import TOPIC_FILTERS, TOPIC_SORTS, ClusterSnapshot, TopicListing, get_redis
@@ -59,6 +60,7 @@ def overview(request: HttpRequest, name: str) -> HttpResponse:
         preferred=preferred_percent(partitions, counts.get(layout.NON_PREFERRED, 0)),
         controller_status=status,
         controller_state_times=state_times(status),
+        candidates=candidate_rows(snap.client, cluster.name),
         admin=snap.admin(),
         partition_state_rows=state_rows(counts, "p:", layout.PARTITION_STATES),
         replica_state_rows=state_rows(counts, "r:", layout.REPLICA_STATES),

@@ -1,0 +1,470 @@
+"""A candidate that keeps the failover's reads current while it waits (a warm standby).
+
+How it follows ZooKeeper, on the candidate's own session (the one its election runs on):
+
+1. persistent recursive watches on ``/brokers`` and ``/admin`` (``zk.persistent_watch``) hand every
+   changed path to ``_on_event`` on kazoo's connection thread, which only records it in ``pending``
+   (one entry per path: a path changed 1,000 times before it is read is read once);
+2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
+3. the follower thread re-reads what is pending in multi-reads and applies the results.
+
+Bounds: ``pending`` holds at most ``max_backlog`` distinct paths; past it the follower drops the
+backlog and reloads everything (a reload costs one full read; an unbounded backlog costs memory
+without bound). Lag: each applied change's ``now - mtime`` (the znode's modification time, written by
+ZooKeeper's leader; same clock on one machine, else add the clock offset), kept for the last
+``lag_window`` changes, plus the age of the oldest pending change.
+
+Proving the view current (``catch_up``): ZooKeeper sends a session's watch events before any reply
+to a request it answers later, so once a round trip on this session has returned, every change the
+server had applied before it is pending or applied; when the follower has applied everything
+recorded up to then, the view is current to that reply's zxid. Anything that breaks that chain
+(connection lost: the server drops the watches; session lost; backlog overflow; paused while active;
+a catch-up that times out) makes the follower *cold*: it says why (``status``), the failover does the
+full reload instead, and the follower reloads itself when it is next a standby.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from controller_core.model import BrokerRegistration
+from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
+from controller_core.zk import paths
+from controller_core.zk.multiread import MultiReader
+from controller_core.zk.persistent_watch import PersistentWatchTap, add_watch_async, remove_watches_async
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BACKLOG = 500_000
+"""Distinct pending paths before a reload: a broker failure at 1,000,000 partitions rewrites ~333,000."""
+
+
+class StandbyFollower:
+    """Follows ZooKeeper into a ``ClusterView`` while the candidate is not active.
+
+    Example::
+
+        follower = StandbyFollower(client)
+        follower.start()                    # loads, then follows; status()["standby_state"] == "warm"
+        source = follower.failover_source(store)   # on winning the election (see standby.source)
+        ...
+        follower.pause("active")            # while active; resume() after resigning
+        follower.stop()
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        max_backlog: int = DEFAULT_MAX_BACKLOG,
+        max_batch: int = 50_000,
+        lag_window: int = 50_000,
+        catch_up_timeout_s: float = 10.0,
+        reader: MultiReader | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_backlog < 1:
+            raise ValueError(f"max_backlog must be at least 1, not {max_backlog}")
+        self._client = client
+        self._reader = reader or MultiReader(client)
+        self.max_backlog = max_backlog
+        self.max_batch = max(1, max_batch)
+        self.catch_up_timeout_s = catch_up_timeout_s
+        self._clock = clock
+        self._cond = threading.Condition()  # guards everything below that the connection thread touches
+        self._apply_lock = threading.Lock()  # held while the view changes and while it is copied
+        self._tap = PersistentWatchTap(client, FOLLOWED_ROOTS, self._on_event)
+        self._pending: dict[str, float] = {}  # path -> monotonic time first recorded
+        self.events_received = 0
+        self._taken = 0  # pending entries taken into read batches, cumulative
+        self._done = 0  # ... of which applied
+        self._generation = 0
+        self._resync_needed = True
+        self._paused = False
+        self._stopped = True
+        self._loaded = False
+        self._warm = False
+        self._state = "stopped"
+        self._reason = "not started"
+        self._view: ClusterView | None = None
+        self._thread: threading.Thread | None = None
+        self._lags_ms: deque[float] = deque(maxlen=max(1, lag_window))
+        # Event received -> applied, per changed path: the follower's own share of the lag (the rest is
+        # ZooKeeper committing and delivering: mtime is set when the leader prepares the transaction).
+        self._apply_lags_ms: deque[float] = deque(maxlen=max(1, lag_window))
+        self.current_to_zxid = 0
+        self.reloads = 0
+        self.changes_applied = 0
+        self.last_reload_ms = 0.0
+        self.max_backlog_seen = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        if not self._stopped:
+            return
+        self._stopped = False
+        self._tap.install()
+        self._client.add_listener(self._on_session_state)
+        self._set_cold("loading", "starting: full read")
+        self._thread = threading.Thread(target=self._run, name="standby-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._cond.notify_all()
+        self._client.remove_listener(self._on_session_state)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._remove_watches()
+        self._tap.uninstall()
+        self._state, self._reason = "stopped", "stopped"
+
+    def pause(self, reason: str = "active controller") -> None:
+        """Stop following (this candidate is active: its own watches and reads take over)."""
+        with self._cond:
+            self._paused = True
+            self._generation += 1
+            self._pending.clear()
+            self._warm = False
+            self._state, self._reason = "paused", reason
+        with self._apply_lock:  # a drain in progress finishes before the view is let go
+            self._view = None
+            self._loaded = False
+        if not self._stopped:
+            self._remove_watches(wait=False)  # the failover never waits on it; the tap drops events anyway
+
+    def resume(self) -> None:
+        """Follow again from a full read (the candidate resigned or lost the controller)."""
+        with self._cond:
+            if not self._paused:
+                return
+            self._paused = False
+            self._resync_needed = True
+            self._state, self._reason = "loading", "standby again: full read"
+            self._cond.notify_all()
+
+    # -- what the controller asks --------------------------------------------------------------
+    @property
+    def is_warm(self) -> bool:
+        return self._warm and not self._paused
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    def catch_up(self, timeout_s: float | None = None) -> bool:
+        """Prove the view current to now (one round trip, then apply what it announced); False (and
+        cold, with the reason) when it cannot be proven within ``timeout_s``.
+
+        What "announced" means: the paths pending when the round trip returns are the oldest entries
+        of ``pending`` (a path changed again keeps its place), so once batches have taken and applied
+        that many more entries, every change made before the round trip is in the view, even while
+        new changes keep arriving behind them (an ISR-change storm does not delay a takeover).
+        """
+        timeout = self.catch_up_timeout_s if timeout_s is None else timeout_s
+        with self._cond:
+            if not self.is_warm:
+                return False
+            generation = self._generation
+        try:
+            self._client.exists(paths.BROKERS_PATH)  # every earlier change's event is recorded by now
+        except Exception as exc:
+            self._fall_back(generation, f"catch-up round trip failed: {exc!r}")
+            return False
+        zxid = self._client.last_zxid
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._taken + len(self._pending)
+            while self._done < target and self._generation == generation and self._warm:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            if self._generation != generation or not self._warm:
+                return False
+            behind = target - self._done
+            if behind <= 0:
+                self.current_to_zxid = max(self.current_to_zxid, zxid)
+                return True
+        self._fall_back(generation, f"catch-up not done in {timeout:.1f} s ({behind:,} changed paths behind)")
+        return False
+
+    def freeze(self) -> ClusterView | None:
+        """Stop following and hand over the view as it is (call right after a successful ``catch_up``)."""
+        with self._cond:
+            if not self.is_warm:
+                return None
+            view = self._view
+        self.pause("active controller (took over from the warm view)")
+        return view
+
+    def brokers(self) -> dict[int, BrokerRegistration]:
+        with self._apply_lock:
+            return dict(self._view.brokers) if self._view is not None else {}
+
+    def topic_names(self) -> set[str]:
+        with self._apply_lock:
+            return set(self._view.topics) if self._view is not None else set()
+
+    def snapshot_for_tests(self) -> ClusterView | None:
+        """The live view (tests compare it with a full read once the follower is caught up)."""
+        return self._view
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            backlog = len(self._pending)
+            oldest = next(iter(self._pending.values()), None)
+            lags = sorted(self._lags_ms)
+            apply_lags = sorted(self._apply_lags_ms)
+        now = time.monotonic()
+        view = self._view
+        return {
+            "standby_state": self._state,
+            "standby_warm": "1" if self.is_warm else "0",
+            "standby_reason": self._reason,
+            "standby_backlog": backlog,
+            "standby_backlog_max": self.max_backlog_seen,
+            "standby_lag_ms": round((now - oldest) * 1000, 1) if oldest is not None else 0,
+            "standby_lag_p50_ms": _percentile(lags, 0.50),
+            "standby_lag_p99_ms": _percentile(lags, 0.99),
+            "standby_lag_max_ms": round(lags[-1], 1) if lags else 0,
+            "standby_apply_lag_p99_ms": _percentile(apply_lags, 0.99),
+            "standby_zxid": self.current_to_zxid,
+            "standby_reloads": self.reloads,
+            "standby_last_reload_ms": round(self.last_reload_ms, 1),
+            "standby_changes_applied": self.changes_applied,
+            "standby_partition_states": view.partition_state_count if view is not None else 0,
+        }
+
+    def lag_samples_ms(self) -> list[float]:
+        with self._cond:
+            return list(self._lags_ms)
+
+    def reset_lag_samples(self) -> None:
+        with self._cond:
+            self._lags_ms.clear()
+            self._apply_lags_ms.clear()
+            self.max_backlog_seen = 0
+
+    # -- kazoo's connection thread -----------------------------------------------------------------
+    def _on_event(self, event_type: int, path: str) -> None:
+        cond = self._cond
+        with cond:
+            if self._paused or self._stopped:
+                return
+            pending = self._pending
+            if path not in pending:
+                if len(pending) >= self.max_backlog:
+                    self._overflow_locked()
+                    return
+                pending[path] = time.monotonic()
+                self.max_backlog_seen = max(self.max_backlog_seen, len(pending))
+            self.events_received += 1
+            if len(pending) == 1:
+                cond.notify_all()
+
+    def _overflow_locked(self) -> None:
+        count = len(self._pending)
+        self._pending.clear()
+        self._generation += 1
+        self._resync_needed = True
+        self._warm = False
+        self._state, self._reason = "cold", f"backlog overflow ({count:,} changed paths pending): full reload"
+        logger.warning("standby: %s", self._reason)
+        self._cond.notify_all()
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            return
+        why = "ZooKeeper session lost" if state == KazooState.LOST else "ZooKeeper connection lost"
+        with self._cond:
+            if self._paused or self._stopped:
+                return
+            self._generation += 1
+            self._pending.clear()
+            self._resync_needed = True
+            self._warm = False
+            self._state, self._reason = "cold", f"{why}: watches dropped, full reload on reconnect"
+            self._cond.notify_all()
+        logger.warning("standby: %s", self._reason)
+
+    # -- follower thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (self._paused or (not self._resync_needed and not self._pending)):
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                resync = self._resync_needed
+            try:
+                if resync:
+                    self._resync()
+                else:
+                    self._drain()
+            except Exception as exc:
+                with self._cond:
+                    if self._stopped:
+                        return
+                    if not self._paused:
+                        self._generation += 1
+                        self._resync_needed = True
+                        self._warm = False
+                        self._state, self._reason = "cold", f"follow failed ({exc!r}); retrying a full read"
+                logger.warning("standby: %s", self._reason)
+                time.sleep(0.5)
+
+    def _resync(self) -> None:
+        started = time.perf_counter()
+        with self._cond:
+            self._resync_needed = False
+            self._pending.clear()
+            generation = self._generation
+            self._state = "loading"
+        client = self._client
+        # Watches first: a change made during the read below is then pending and re-read after it.
+        for root in FOLLOWED_ROOTS:
+            add_watch_async(client, root).get(timeout=self._reader.timeout)
+        view = ClusterView()
+        broker_ids = [int(c) for c in _children(client, paths.BROKER_IDS_PATH) if c.isdigit()]
+        topics = _children(client, paths.TOPICS_PATH)
+        deletions = _children(client, paths.DELETE_TOPICS_PATH)
+        self._read_into(view, full_read_paths(broker_ids, topics, deletions), lag=False)
+        if self._generation != generation or self._paused or self._stopped:
+            return  # the loop decides what next
+        states = [(paths.partition_state_path(tp), Target(Kind.STATE, tp)) for tp in view.assigned_partitions()]
+        self._read_into(view, states, lag=False, size_hint=96)
+        zxid = client.last_zxid
+        with self._cond, self._apply_lock:
+            if generation != self._generation or self._paused:
+                return  # connection lost or paused meanwhile: the loop decides what next
+            self._view = view
+            self._loaded = True
+            self._done = self._taken  # the read covers everything before it; what is pending is re-read next
+            self.reloads += 1
+            self.last_reload_ms = (time.perf_counter() - started) * 1000
+            if not self._pending:
+                self._mark_warm_locked(zxid)
+        logger.info(
+            "standby: full read in %.0f ms (%s)",
+            self.last_reload_ms,
+            ", ".join(f"{k} {v:,}" for k, v in view.summary().items()),
+        )
+
+    def _drain(self) -> None:
+        with self._cond:
+            if not self._loaded:
+                self._resync_needed = True
+                return
+            generation = self._generation
+            batch: dict[str, float] = {}
+            pending = self._pending
+            take = min(len(pending), self.max_batch)
+            for _ in range(take):
+                path = next(iter(pending))
+                batch[path] = pending.pop(path)
+            self._taken += take
+        targets = [(path, target) for path in batch if (target := classify(path)) is not None]
+        view = self._view
+        if view is None:
+            return
+        self._read_into(view, targets, lag=True, generation=generation)
+        applied_at = time.monotonic()
+        zxid = self._client.last_zxid
+        with self._cond:
+            if generation != self._generation:
+                return
+            self._done += take
+            self.changes_applied += len(batch)
+            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in batch.values())
+            if not self._pending:
+                self._mark_warm_locked(zxid)
+            self._cond.notify_all()
+
+    def _mark_warm_locked(self, zxid: int) -> None:
+        self.current_to_zxid = max(self.current_to_zxid, zxid)
+        if not self._warm:
+            self._warm = True
+            self._state, self._reason = "warm", "following ZooKeeper"
+        self._cond.notify_all()
+
+    def _read_into(
+        self,
+        view: ClusterView,
+        targets: list[tuple[str, Target]],
+        *,
+        lag: bool,
+        generation: int | None = None,
+        size_hint: int = 256,
+    ) -> None:
+        if not targets:
+            return
+        results = self._reader.get_data([path for path, _ in targets], size_hint=size_hint)
+        now_ms = self._clock() * 1000
+        lags: list[float] = []
+        with self._apply_lock:
+            if generation is not None and (generation != self._generation or self._view is not view):
+                return
+            apply = view.apply
+            for (_, target), read in zip(targets, results, strict=True):
+                apply(target, read)
+                if lag and read.stat is not None:
+                    lags.append(max(0.0, now_ms - read.stat.mtime))
+        if lags:
+            with self._cond:
+                self._lags_ms.extend(lags)
+
+    def _fall_back(self, generation: int, reason: str) -> None:
+        with self._cond:
+            if generation == self._generation:
+                self._warm = False
+                self._state, self._reason = "cold", reason
+        logger.warning("standby: %s", reason)
+
+    def _set_cold(self, state: str, reason: str) -> None:
+        with self._cond:
+            self._warm = False
+            self._state, self._reason = state, reason
+
+    def _remove_watches(self, *, wait: bool = True) -> None:
+        for root in FOLLOWED_ROOTS:
+            try:
+                pending = remove_watches_async(self._client, root)
+                if wait:
+                    pending.get(timeout=5)
+            except Exception as exc:  # NOWATCHER, or no connection (the server dropped them anyway)
+                logger.debug("standby: RemoveWatches %s: %r", root, exc)
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return list(client.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return round(sorted_values[index], 1)
+
+
+def describe(status: Mapping[str, Any]) -> str:
+    """One line for logs: ``warm, lag 3 ms`` / ``cold (why)``."""
+    if status.get("standby_warm") == "1":
+        return f"warm, lag {status.get('standby_lag_ms', 0)} ms"
+    return f"{status.get('standby_state', 'cold')} ({status.get('standby_reason', '')})"

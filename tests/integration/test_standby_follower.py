@@ -1,0 +1,173 @@
+"""The warm standby's view against a real ZooKeeper: after random change sequences (hypothesis) and
+a catch-up, it equals a full read by the store, field by field; and it says when it cannot be trusted
+(connection lost, backlog overflow, paused) instead of serving a stale view."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kazoo.client import KazooClient
+
+from controller_core.standby import FailoverSource, StandbyFollower
+from controller_core.standby.view import ClusterView
+from controller_core.zk.store import ZkStore
+from scripts.support.zk_changes import KINDS, Change, random_changes
+
+
+def _wait(predicate: Any, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+@pytest.fixture
+def follower(zk_chroot: str) -> Iterator[StandbyFollower]:
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    f = StandbyFollower(client, catch_up_timeout_s=10.0)
+    f.start()
+    try:
+        assert _wait(lambda: f.is_warm), f.status()
+        yield f
+    finally:
+        f.stop()
+        client.stop()
+        client.close()
+
+
+def full_read(store: ZkStore) -> dict[str, Any]:
+    """What a cold failover reads, in the view's shape."""
+    topics = store.get_all_topics()
+    assignments = store.get_replica_assignments(topics)
+    view = ClusterView(topics=assignments)
+    return {
+        "brokers": store.get_all_broker_registrations(),
+        "topics": assignments,
+        "states": store.get_partition_leadership(list(view.assigned_partitions())),
+        "topic_deletions": set(store.get_topic_deletions()),
+        "reassignment": store.get_partition_reassignment(),
+        "preferred_election": store.get_preferred_replica_election(),
+    }
+
+
+def warm_read(view: ClusterView) -> dict[str, Any]:
+    return {
+        "brokers": dict(view.brokers),
+        "topics": view.assignments_for(view.topics),
+        "states": view.leadership_for(list(view.assigned_partitions())),
+        "topic_deletions": set(view.topic_deletions),
+        "reassignment": view.reassignment,
+        "preferred_election": view.preferred_election,
+    }
+
+
+def assert_same(warm: dict[str, Any], cold: dict[str, Any]) -> None:
+    for name, expected in cold.items():
+        if isinstance(expected, dict):
+            assert set(warm[name]) == set(expected), name
+            for key, value in expected.items():
+                assert warm[name][key] == value, (name, key)
+        else:
+            assert warm[name] == expected, name
+
+
+changes = st.lists(st.builds(Change, st.sampled_from(KINDS), st.integers(0, 1 << 30)), min_size=1, max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=changes)
+def test_warm_view_equals_a_full_read_after_random_changes(
+    batch: list[Change], follower: StandbyFollower, zk: KazooClient
+) -> None:
+    for change in batch:
+        change.apply(zk)
+    assert follower.catch_up(), follower.status()
+    view = follower.snapshot_for_tests()
+    assert view is not None
+    assert_same(warm_read(view), full_read(ZkStore(zk)))
+
+
+def test_catch_up_is_proven_by_one_round_trip(follower: StandbyFollower, zk: KazooClient) -> None:
+    # No sleeping: the changes' events arrive before the catch-up's own reply, so it must see them.
+    for change in random_changes(random.Random(7), 200):
+        change.apply(zk)
+    assert follower.catch_up()
+    view = follower.snapshot_for_tests()
+    assert view is not None
+    assert_same(warm_read(view), full_read(ZkStore(zk)))
+    assert follower.status()["standby_lag_p99_ms"] >= 0
+
+
+def test_backlog_overflow_reloads_and_says_so(zk_chroot: str, zk: KazooClient) -> None:
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    f = StandbyFollower(client, max_backlog=5)
+    try:
+        f.start()
+        assert _wait(lambda: f.is_warm)
+        reloads = f.reloads
+        zk.ensure_path("/brokers/ids")
+        with f._apply_lock:  # the follower cannot apply: changes pile up past the bound
+            for i in range(50):
+                zk.create(f"/brokers/ids/{100 + i}", b"{}")
+            zk.exists("/")
+            assert not f.is_warm and "backlog overflow" in f.reason
+        assert _wait(lambda: f.reloads > reloads and f.is_warm), f.status()
+        view = f.snapshot_for_tests()
+        assert view is not None
+        assert_same(warm_read(view), full_read(ZkStore(zk)))
+    finally:
+        f.stop()
+        client.stop()
+        client.close()
+
+
+def test_lost_connection_makes_it_cold_until_it_reloaded(follower: StandbyFollower, zk: KazooClient) -> None:
+    client = follower._client
+    reloads = follower.reloads
+    # The connection drops (EOF); the server drops its watches with it; kazoo reconnects the session.
+    client._connection._socket.shutdown(socket.SHUT_RDWR)
+    assert _wait(lambda: not follower.is_warm or follower.reloads > reloads, 10)
+    source = FailoverSource(follower, ZkStore(client))
+    # Whatever moment this lands in, the source never serves an unproven view.
+    assert _wait(lambda: follower.is_warm and follower.reloads > reloads, 20), follower.status()
+    for change in random_changes(random.Random(3), 50):
+        change.apply(zk)
+    assert follower.catch_up()
+    view = follower.snapshot_for_tests()
+    assert view is not None
+    assert_same(warm_read(view), full_read(ZkStore(zk)))
+    del source
+
+
+def test_failover_source_is_warm_only_when_caught_up(follower: StandbyFollower, zk: KazooClient) -> None:
+    for change in random_changes(random.Random(11), 60):
+        change.apply(zk)
+    store = ZkStore(follower._client)
+    source = FailoverSource(follower, store)
+    brokers = source.get_all_broker_registrations()
+    topics = source.get_all_topics()
+    assignments = source.get_replica_assignments(topics)
+    partitions = list(ClusterView(topics=assignments).assigned_partitions())
+    states = source.get_partition_leadership(partitions)
+    record = source.finish()
+    assert record["path"] == "warm", record
+    cold = full_read(ZkStore(zk))
+    assert brokers == cold["brokers"] and assignments == cold["topics"] and states == cold["states"]
+    assert not follower.is_warm and follower.status()["standby_state"] == "paused"
+    # Paused (active): a second failover source reads everything from the store.
+    again = FailoverSource(follower, store)
+    again.get_all_broker_registrations()
+    assert again.finish()["path"] == "cold"
+    follower.resume()
+    assert _wait(lambda: follower.is_warm)
