@@ -89,6 +89,7 @@ from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
 from controller_core.protocol.messages import ErrorCode
 from controller_core.reassignment import ReassignmentManager
 from controller_core.rebalance_catchup import IsrTenure
+from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.standby import FailoverSource, StandbyFollower
@@ -630,7 +631,7 @@ class Controller:
         self._record_state_snapshot()
         if read_path["path"] == "cold" and self.standby is not None:
             # After the failover and snapshot records, which stay together first (docs/contracts.md).
-            self.scl.record("standby_fallback", reason=read_path["standby"])
+            self.scl.record(RecordKind.STANDBY_FALLBACK, reason=read_path["standby"])
             logger.warning("controller %d read everything: %s", self.config.controller_id, read_path["standby"])
         logger.info(
             "controller %d failover (%s) done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",

@@ -32,3 +32,4 @@ class RecordKind(StrEnum):
     REASSIGNMENT = "reassignment"
     REASSIGNMENT_REJECTED = "reassignment_rejected"
     TOPIC_DELETION = "topic_deletion"
+    STANDBY_FALLBACK = "standby_fallback"

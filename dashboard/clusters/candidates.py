@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from dashboard.clusters.snapshot import controller_status_key
+from dashboard.lib.redis_keys import controller_status_key
 
 
 def _text(value: Any) -> str:
