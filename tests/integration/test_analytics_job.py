@@ -611,11 +611,14 @@ def test_the_session_caches_uncompressed_unless_the_submitter_chose(
 ) -> None:
     # The default (see UNCOMPRESSED_CACHE_CONF): the job's one cache is filled faster uncompressed.
     assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
+    chosen = build_spark(remote=spark_connect.remote, extra={UNCOMPRESSED_CACHE_CONF: "true"})
     try:
-        chosen = build_spark(remote=spark_connect.remote, extra={UNCOMPRESSED_CACHE_CONF: "true"})
         assert chosen.conf.get(UNCOMPRESSED_CACHE_CONF) == "true"
+        # Each caller gets its own session: one's settings (and stopping it) never touch another's.
+        assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
     finally:
-        spark.conf.set(UNCOMPRESSED_CACHE_CONF, "false")
+        chosen.stop()
+    assert spark.range(3).count() == 3
 
 
 def test_it_rejects_bad_input_clearly(tmp_path: Path, history: Path) -> None:

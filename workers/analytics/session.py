@@ -103,7 +103,12 @@ def remote_address(remote: str) -> tuple[str, int]:
 
 
 def _connect(remote: str, app_name: str, shuffle_partitions: int | None, extra: dict[str, str] | None) -> SparkSession:
-    """A Spark Connect session: settings are per session on the server, so each client sets its own."""
+    """A new Spark Connect session: settings are per session on the server, so each client sets its own.
+
+    Always a new one (``create``, not ``getOrCreate``): whoever asks owns it and may stop it, and
+    stopping it never closes another caller's session in the same process (a runner's session in
+    a worker that also holds one, or a test's).
+    """
     host, port = remote_address(remote)
     try:
         socket.create_connection((host, port), timeout=5.0).close()
@@ -113,7 +118,7 @@ def _connect(remote: str, app_name: str, shuffle_partitions: int | None, extra: 
             f"no Spark Connect server answers at {remote} ({exc}): start one with `scripts/services up` "
             "(or `scripts/run`), or point SPARK_REMOTE at yours"
         ) from None
-    spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+    spark = SparkSession.builder.remote(remote).appName(app_name).create()
     settings = dict(SESSION_CONF)
     if spark.conf.get(UNCOMPRESSED_CACHE_CONF, None) is None:  # unless the server was started with a choice
         settings[UNCOMPRESSED_CACHE_CONF] = "false"
