@@ -22,7 +22,7 @@ full_ratio <= 2.5.
 Usage::
 
     .venv/bin/python scripts/bench_analytics.py            # 10 million records, 30 days (heavy: flock)
-    .venv/bin/python scripts/bench_analytics.py --quick    # ~60,000 records, 3 days: the test suite's
+    .venv/bin/python scripts/bench_analytics.py --quick    # ~12,000 records, 3 days: the test suite's
     .venv/bin/python scripts/bench_analytics.py --json [--remote sc://127.0.0.1:15002]
 """
 
@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO_ROOT))
 from pyspark.sql import SparkSession  # noqa: E402 - after the path set-up above
 
 from scripts.devservices import SparkConnectServer, free_port, process_cpu_seconds  # noqa: E402
+from scripts.support.generate import HistorySpec, existing_summary, generate  # noqa: E402
 from workers.analytics import records as R  # noqa: E402
-from workers.analytics.generate import HistorySpec, existing_summary, generate  # noqa: E402
 from workers.analytics.job import JobConfig, build_spark, run  # noqa: E402
 
 TARGETS = {"incremental_small_s": 10.0, "incremental_day_s": 20.0, "full_s": 60.0, "full_ratio": 2.5}
@@ -69,7 +69,8 @@ DEMO_SPEC = HistorySpec(
 
 
 def quick_spec() -> HistorySpec:
-    return HistorySpec.quick(target_records=60_000)
+    """The test suite's history: every kind of incident, small enough that each run is its fixed cost."""
+    return HistorySpec.quick(topics=20, partitions_per_topic=10, target_records=12_000)
 
 
 def tree_cpu_seconds(pid: int) -> float | None:

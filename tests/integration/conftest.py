@@ -1,43 +1,137 @@
 """The Spark Connect server the analytics tests run against: the same kind of server the product uses.
 
-Started once per test session, and only when a test asks for it (starting a JVM costs 15-40 s on a
-busy 2-core machine); stopped at the session's end, so no Spark outlives the tests that needed it.
-With ``TEST_REUSE_SERVICES=1`` the one ``scripts/services up`` runs is used instead.
+One server for the whole test session, shared by every pytest-xdist worker: starting a JVM costs
+15-40 s of a busy 2-core machine, and two of them would also hold two heaps. The first worker that
+needs it starts it under a file lock in the session's temp root (shared by the workers), and every
+worker that uses it registers its pid there; at its own end a worker unregisters, and the last one
+(no live user left) stops the server. A worker that asks after that simply starts a new one. So no
+Spark outlives the tests that needed it, and no test depends on which worker runs it (xdist groups
+are not relied on). With ``TEST_REUSE_SERVICES=1`` the one ``scripts/services up`` runs is used.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from scripts.devservices import SparkConnectServer, default_service_set, free_port
-from workers.analytics.job import build_spark
+from workers.analytics.session import build_spark
+
+SHARED_DIR = "spark-connect"
+
+
+def _session_root(factory: pytest.TempPathFactory) -> Path:
+    """The temp directory every worker of this session shares (xdist gives each a ``popen-gwN`` under it)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def _locked(root: Path, name: str = SHARED_DIR) -> Iterator[Path]:
+    """``root/name``, held under an exclusive lock (other workers wait for it)."""
+    shared = root / name
+    shared.mkdir(exist_ok=True)
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield shared
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+SharedDir = Callable[[str, Callable[[Path], None]], Path]
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> SharedDir:
+    """``shared_dir(name, build)``: a directory built once per test session, whichever worker asks first.
+
+    A module fixture runs once per xdist worker, so a history or a job run two workers both need
+    would be computed twice; built here (under a lock, marked complete last) it is computed once
+    and the other worker reads the same files. What is built must only be read afterwards.
+    """
+    root = _session_root(tmp_path_factory)
+
+    def get(name: str, build: Callable[[Path], None]) -> Path:
+        with _locked(root, f"shared-{name}") as directory:
+            done = directory / ".complete"
+            if not done.is_file():
+                shutil.rmtree(directory)  # a build that failed half-way
+                directory.mkdir()
+                build(directory)
+                done.write_text("")
+        return directory
+
+    return get
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _users(shared: Path) -> list[int]:
+    """Pids of the live workers using the server (a crashed worker's entry is dropped)."""
+    try:
+        pids = [int(p) for p in json.loads((shared / "users.json").read_text())]
+    except (OSError, ValueError, TypeError):
+        pids = []
+    return [pid for pid in pids if _alive(pid)]
+
+
+def _save_users(shared: Path, pids: list[int]) -> None:
+    (shared / "users.json").write_text(json.dumps(sorted(set(pids))))
+
+
+def _server(shared: Path) -> SparkConnectServer:
+    """The shared server: the port a previous start recorded, else a free one."""
+    try:
+        port = int(json.loads((shared / "spark-connect.json").read_text())["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        port = free_port()
+    return SparkConnectServer(port=port, host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g")
 
 
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
-    """A Spark Connect server on a free loopback port (``local[2]``: the machine has two cores)."""
+    """A Spark Connect server on a loopback port (``local[2]``: the machine has two cores), shared."""
     if os.environ.get("TEST_REUSE_SERVICES") == "1":
         reused = default_service_set().spark
         if reused is None or not reused.running():
             pytest.exit("TEST_REUSE_SERVICES=1 but `scripts/services up` runs no Spark Connect server", returncode=4)
         yield reused
         return
-    server = SparkConnectServer(
-        port=free_port(),
-        host="127.0.0.1",
-        base_dir=tmp_path_factory.mktemp("spark"),
-        master="local[2]",
-        driver_memory="2g",
-    )
-    server.start(timeout=180.0)
+    root = _session_root(tmp_path_factory)
+    with _locked(root) as shared:
+        server = _server(shared)
+        if not server.running():
+            server.stop()  # a dead one's pid file, if any
+            server = SparkConnectServer(
+                port=free_port(), host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g"
+            )
+            server.start(timeout=180.0)
+        _save_users(shared, [*_users(shared), os.getpid()])
     try:
         yield server
     finally:
-        server.stop()
+        with _locked(root) as shared:
+            left = [pid for pid in _users(shared) if pid != os.getpid()]
+            _save_users(shared, left)
+            if not left:
+                server.stop()
 
 
 @pytest.fixture(scope="session")

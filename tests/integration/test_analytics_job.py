@@ -40,6 +40,7 @@ import dataclasses
 import json
 import random
 import shutil
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,23 @@ from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.state_change_log import JsonLinesDailySink, MemorySink, StateChangeLogger
 from dashboard.analytics import models as M
 from scripts.devservices import SparkConnectServer
-from workers.analytics import generate, load, runner
-from workers.analytics.job import UNCOMPRESSED_CACHE_CONF, JobConfig, JobInputError, build_spark, discover, run
+from scripts.support import generate
+from workers.analytics import load, runner
+from workers.analytics.job import (
+    UNCOMPRESSED_CACHE_CONF,
+    JobConfig,
+    JobInputError,
+    JobResult,
+    build_spark,
+    discover,
+    run,
+)
 
-pytestmark = [pytest.mark.slow]
+# 600 s, not the suite's 300: a test's setup may include starting the shared Spark server (up to 180 s
+# on a loaded machine) and the job runs its module shares.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+SharedDir = Callable[[str, Callable[[Path], None]], Path]  # the shared_dir fixture (conftest.py)
 
 CLUSTER = "alpha"
 D1, D2 = date(2024, 3, 1), date(2024, 3, 2)
@@ -312,17 +326,13 @@ def store_actions() -> None:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("state-change-log")
-    write_history(base)
-    return base
+def history(shared_dir: SharedDir) -> Path:
+    return shared_dir("state-change-log", write_history)
 
 
 @pytest.fixture(scope="module")
-def audit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("audit")
-    write_actions(base)
-    return base
+def audit(shared_dir: SharedDir) -> Path:
+    return shared_dir("audit", write_actions)
 
 
 def _config(history: Path, output: Path, since: date, until: date, **kw: Any) -> JobConfig:
@@ -330,20 +340,26 @@ def _config(history: Path, output: Path, since: date, until: date, **kw: Any) ->
 
 
 @pytest.fixture(scope="module")
-def both_days(spark: SparkSession, history: Path, audit: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run over both days, with the audit export; returns its run directory."""
-    output = tmp_path_factory.mktemp("results")
-    result = run(_config(history, output, D1, D2, actions_dir=audit), spark)
-    assert result.records > 40 and result.checkpoint
-    return Path(result.output)
+def both_days(spark: SparkSession, history: Path, audit: Path, shared_dir: SharedDir) -> Path:
+    """One run over both days, with the audit export (once per session); returns its run directory."""
+
+    def build(output: Path) -> None:
+        result = run(_config(history, output, D1, D2, actions_dir=audit), spark)
+        assert result.records > 40 and result.checkpoint
+
+    return _config(history, shared_dir("both-days", build), D1, D2).run_dir
 
 
 @pytest.fixture(scope="module")
-def chained(spark: SparkSession, history: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
-    """Day 1, then day 2 from day 1's checkpoint (the nightly chain); returns the output directory."""
-    output = tmp_path_factory.mktemp("chained")
-    first = run(_config(history, output, D1, D1), spark)
-    second = run(_config(history, output, D2, D2), spark)
+def chained(spark: SparkSession, history: Path, shared_dir: SharedDir) -> tuple[Path, JobResult, JobResult]:
+    """Day 1, then day 2 from day 1's checkpoint (the nightly chain, once per session)."""
+
+    def build(output: Path) -> None:
+        results = [run(_config(history, output, day, day), spark).as_dict() for day in (D1, D2)]
+        (output / "results.json").write_text(json.dumps(results))
+
+    output = shared_dir("chained", build)
+    first, second = (JobResult(**r) for r in json.loads((output / "results.json").read_text()))
     return output, first, second
 
 
@@ -566,7 +582,7 @@ def _comparable(spark: SparkSession, run_dir: Path, name: str, day: date) -> lis
 
 
 def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
-    spark: SparkSession, history: Path, both_days: Path, chained: tuple[Path, Any, Any], tmp_path: Path
+    spark: SparkSession, history: Path, both_days: Path, chained: tuple[Path, JobResult, JobResult], tmp_path: Path
 ) -> None:
     _, first, second = chained
     [open_interval] = [r for r in table(spark, Path(first.output), "unavailability_intervals") if r["end_ms"] is None]
@@ -595,11 +611,14 @@ def test_the_session_caches_uncompressed_unless_the_submitter_chose(
 ) -> None:
     # The default (see UNCOMPRESSED_CACHE_CONF): the job's one cache is filled faster uncompressed.
     assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
+    chosen = build_spark(remote=spark_connect.remote, extra={UNCOMPRESSED_CACHE_CONF: "true"})
     try:
-        chosen = build_spark(remote=spark_connect.remote, extra={UNCOMPRESSED_CACHE_CONF: "true"})
         assert chosen.conf.get(UNCOMPRESSED_CACHE_CONF) == "true"
+        # Each caller gets its own session: one's settings (and stopping it) never touch another's.
+        assert spark.conf.get(UNCOMPRESSED_CACHE_CONF) == "false"
     finally:
-        spark.conf.set(UNCOMPRESSED_CACHE_CONF, "false")
+        chosen.stop()
+    assert spark.range(3).count() == 3
 
 
 def test_it_rejects_bad_input_clearly(tmp_path: Path, history: Path) -> None:
@@ -659,12 +678,12 @@ def _counts() -> dict[str, int]:
 
 @pytest.mark.django_db
 def test_the_pipeline_compacts_runs_and_loads_idempotently(
-    spark: SparkSession, history: Path, both_days: Path, chained: tuple[Path, Any, Any], tmp_path: Path
+    spark: SparkSession, history: Path, both_days: Path, chained: tuple[Path, JobResult, JobResult], tmp_path: Path
 ) -> None:
     # The nightly chain, day by day into an empty database.
     chained_output = chained[0]
-    load.load_run(spark, chained_output, D1, D1)
-    load.load_run(spark, chained_output, D2, D2)
+    load.load_run(chained_output, D1, D1)
+    load.load_run(chained_output, D2, D2)
     first = _counts()
     assert first["UnavailabilityInterval"] == 5 and first["LeaderCount"] == 3 * 2880
     assert first["TopicAvailability"] == 4 and first["ControllerFailover"] == 1 and first["Reassignment"] == 3
@@ -723,17 +742,17 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
     orders = M.TopicAvailability.objects.get(cluster=CLUSTER, topic="orders", day=D1)
     assert orders.availability == pytest.approx(1 - 61.5 / (3 * DAY_S)) and orders.mttr_s == pytest.approx(0.75)
 
-    load.load_run(spark, pipeline.output_dir, D1, D2)
+    load.load_run(pipeline.output_dir, D1, D2)
     assert _counts() == first
     # Reloading the old day alone must not forget that the outage ended the next day.
-    load.load_run(spark, chained_output, D1, D1)
+    load.load_run(chained_output, D1, D1)
     midnight = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="orders", started_at__hour=23)
     assert midnight.ended_at is not None and _counts() == first
 
 
 @pytest.fixture
 def loaded(spark: SparkSession, both_days: Path, db: None) -> None:
-    load.load_run(spark, both_days.parent.parent, D1, D2)
+    load.load_run(both_days.parent.parent, D1, D2)
 
 
 @pytest.fixture
@@ -917,7 +936,7 @@ def test_runs_every_few_minutes_equal_a_full_recompute_whatever_the_cuts(
     got = _snapshot()
     for t in load.TABLES:
         t.model._default_manager.filter(cluster=CLUSTER).delete()
-    load.load_run(spark, both_days.parent.parent, D1, D2)
+    load.load_run(both_days.parent.parent, D1, D2)
     want = _snapshot()
     for name in want:
         assert got[name] == want[name], f"{name} differs (cuts {day1_cuts} / {day2_cuts}, seed {seed})"

@@ -10,7 +10,7 @@ import pytest
 from scripts import bench_analytics
 from scripts.devservices import SparkConnectServer
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # may start the shared Spark server first
 
 
 def test_the_quick_benchmark_reports_each_figure(

@@ -132,7 +132,7 @@ def _attribute(facts: DataFrame, candidates: DataFrame, time_column: str, key: S
 
 
 def attribute_reassignments(moves: DataFrame, actions: DataFrame) -> DataFrame:
-    """``moves`` (``transforms.reassignments``) plus the audit action each belongs to (or nulls).
+    """``moves`` (``metrics.reassignments``) plus the audit action each belongs to (or nulls).
 
     Adds ``audit_action_id``, ``requested_by``, ``requested_ms``, ``requested_partitions`` and
     ``start_delay_ms`` (the request to this partition's first reassignment record).

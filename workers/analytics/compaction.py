@@ -34,7 +34,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from workers.analytics import records as R
-from workers.analytics.job import JobInputError, build_spark, parse_day
+from workers.analytics.inputs import JobInputError, parse_day
+from workers.analytics.session import build_spark
 
 logger = logging.getLogger(__name__)
 

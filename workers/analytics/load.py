@@ -14,9 +14,11 @@ crash leaves the previous rows intact. What a window "owns":
   produces are deleted; and an open row never replaces a closed one that ends after the window
   (rerunning an old window must not forget an outage's end that a later run saw).
 
-Parquet is read through Spark (the worker already has a session; the web process never loads).
-Timestamps are selected as epoch milliseconds and converted here in UTC, because PySpark turns
-timestamp values into naive datetimes in the Python process's local zone.
+Parquet is read with pyarrow in this process, not through Spark: a run's result tables are small
+(days, minutes, intervals of one window), and reading them through the Spark session cost one
+planned job per table, a large part of a small run's fixed cost. The output directory is already
+read here (the manifests), so this needs nothing the worker did not have. Timestamps are read as
+epoch milliseconds and converted here in UTC.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 from django.db import models, transaction
-from pyspark.sql import Column, DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
 
 from dashboard.analytics import models as M
-from workers.analytics.job import MANIFESTS_DIR, RUNS_DIR, JobInputError
-from workers.analytics.transforms import AUDIT_PREFIX
+from workers.analytics.inputs import MANIFESTS_DIR, RUNS_DIR, JobInputError
+from workers.analytics.metrics import AUDIT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -59,227 +61,199 @@ def _ids(values: Sequence[int] | None) -> str:
     return "" if not values else ",".join(str(v) for v in values)
 
 
-def _ms(column: str) -> Column:
-    return F.unix_millis(F.col(column)).cast("double").alias(column)
+@dataclass(frozen=True, slots=True)
+class _From:
+    """A model field computed from one Parquet column (``convert`` is applied to its value)."""
+
+    column: str
+    convert: Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """A model field computed from several Parquet columns of the row."""
+
+    columns: tuple[str, ...]
+    compute: Callable[[Row], Any]
+
+
+Row = dict[str, Any]
+_Source = str | _From | _Derived
 
 
 @dataclass(frozen=True, slots=True)
 class _Table:
-    """How one Parquet table becomes rows of one model."""
+    """How one Parquet table becomes rows of one model: each model field and where it comes from.
+
+    One declaration per table gives both the columns to read and the rows to build, so the two
+    cannot disagree. A plain string copies that column as it is.
+    """
 
     name: str
     model: type[models.Model]
-    columns: tuple[str, ...]
-    build: Callable[[str, Row], models.Model]
+    fields: dict[str, _Source]
     millis: tuple[str, ...] = ()  # timestamp columns to read as epoch milliseconds
 
-    def select(self) -> list[str | Column]:
-        return [_ms(c) if c in self.millis else c for c in self.columns]
+    @property
+    def columns(self) -> tuple[str, ...]:
+        found: list[str] = []
+        for source in self.fields.values():
+            if isinstance(source, str):
+                found.append(source)
+            elif isinstance(source, _From):
+                found.append(source.column)
+            else:
+                found.extend(source.columns)
+        return tuple(dict.fromkeys(found))
+
+    def build(self, cluster: str, row: Row) -> models.Model:
+        values: dict[str, Any] = {}
+        for name, source in self.fields.items():
+            if isinstance(source, str):
+                values[name] = row[source]
+            elif isinstance(source, _From):
+                values[name] = source.convert(row[source.column])
+            else:
+                values[name] = source.compute(row)
+        return self.model(cluster=cluster, **values)
 
 
-def _outage_fields(row: Row) -> dict[str, Any]:
-    return {
-        "outages": row.outages,
-        "recoveries": row.recoveries,
-        "leaderless_s": row.leaderless_ms / 1000.0,
-        "recovery_s": row.recovery_ms / 1000.0,
-        "mttr_s": _s(row.mttr_ms),
-    }
+def _or(default: Any) -> Callable[[Any], Any]:
+    return lambda value: default if value is None else value
 
 
-_OUTAGE_COLUMNS = ("day", "outages", "recoveries", "leaderless_ms", "recovery_ms", "mttr_ms")
+_OUTAGE_FIELDS: dict[str, _Source] = {
+    "day": "day",
+    "outages": "outages",
+    "recoveries": "recoveries",
+    "leaderless_s": _From("leaderless_ms", _s),
+    "recovery_s": _From("recovery_ms", _s),
+    "mttr_s": _From("mttr_ms", _s),
+}
+_EPOCH_MINUTE = _From("minute", lambda ms: int(ms // 60_000))
+
+
+def _action_id(row: Row) -> str:
+    """The audit Action this move was matched to (``audit:<id>``), else the controller's request id."""
+    if row["audit_action_id"] is not None:
+        return f"{AUDIT_PREFIX}{row['audit_action_id']}"[:64]
+    return (row["action_id"] or "")[:64]
+
 
 TABLES: tuple[_Table, ...] = (
     _Table(
         "topic_daily",
         M.TopicAvailability,
-        (*_OUTAGE_COLUMNS, "topic", "partitions", "availability"),
-        lambda c, r: M.TopicAvailability(
-            cluster=c,
-            day=r.day,
-            topic=r.topic,
-            partitions=r.partitions,
-            availability=r.availability,
-            **_outage_fields(r),
-        ),
+        {**_OUTAGE_FIELDS, "topic": "topic", "partitions": "partitions", "availability": "availability"},
     ),
-    _Table(
-        "partition_daily",
-        M.PartitionOutage,
-        (*_OUTAGE_COLUMNS, "topic", "partition"),
-        lambda c, r: M.PartitionOutage(cluster=c, day=r.day, topic=r.topic, partition=r.partition, **_outage_fields(r)),
-    ),
-    _Table(
-        "broker_daily",
-        M.BrokerOutage,
-        (*_OUTAGE_COLUMNS, "broker"),
-        lambda c, r: M.BrokerOutage(cluster=c, day=r.day, broker=r.broker, **_outage_fields(r)),
-    ),
+    _Table("partition_daily", M.PartitionOutage, {**_OUTAGE_FIELDS, "topic": "topic", "partition": "partition"}),
+    _Table("broker_daily", M.BrokerOutage, {**_OUTAGE_FIELDS, "broker": "broker"}),
     _Table(
         "unavailability_intervals",
         M.UnavailabilityInterval,
-        (
-            "topic",
-            "partition",
-            "start_ms",
-            "estimated_start_ms",
-            "end_ms",
-            "duration_ms",
-            "outage_ms",
-            "cause_broker",
-            "end_reason",
-        ),
-        lambda c, r: M.UnavailabilityInterval(
-            cluster=c,
-            topic=r.topic,
-            partition=r.partition,
-            started_at=_at(r.start_ms),
-            estimated_started_at=_dt(r.estimated_start_ms),
-            ended_at=_dt(r.end_ms),
-            duration_s=_s(r.duration_ms),
-            outage_s=_s(r.outage_ms),
-            cause_broker=r.cause_broker,
-            end_reason=r.end_reason or "",
-        ),
+        {
+            "topic": "topic",
+            "partition": "partition",
+            "started_at": _From("start_ms", _at),
+            "estimated_started_at": _From("estimated_start_ms", _dt),
+            "ended_at": _From("end_ms", _dt),
+            "duration_s": _From("duration_ms", _s),
+            "outage_s": _From("outage_ms", _s),
+            "cause_broker": "cause_broker",
+            "end_reason": _From("end_reason", _or("")),
+        },
     ),
     _Table(
         "elections_daily",
         M.ElectionCount,
-        ("day", "strategy", "cause", "elections", "unclean"),
-        lambda c, r: M.ElectionCount(
-            cluster=c, day=r.day, strategy=r.strategy, cause=r.cause, elections=r.elections, unclean=r.unclean or 0
-        ),
+        {
+            "day": "day",
+            "strategy": "strategy",
+            "cause": "cause",
+            "elections": "elections",
+            "unclean": _From("unclean", _or(0)),
+        },
     ),
     _Table(
         "unclean_elections",
         M.UncleanElection,
-        (
-            "day",
-            "ts",
-            "epoch",
-            "topic",
-            "partition",
-            "strategy",
-            "cause",
-            "leader_before",
-            "leader_after",
-            "isr_before",
-            "isr_after",
-        ),
-        lambda c, r: M.UncleanElection(
-            cluster=c,
-            day=r.day,
-            at=_at(r.ts),
-            controller_epoch=r.epoch,
-            topic=r.topic,
-            partition=r.partition,
-            strategy=r.strategy or "",
-            cause=r.cause or "",
-            leader_before=r.leader_before,
-            leader_after=r.leader_after,
-            isr_before=_ids(r.isr_before),
-            isr_after=_ids(r.isr_after),
-        ),
+        {
+            "day": "day",
+            "at": _From("ts", _at),
+            "controller_epoch": "epoch",
+            "topic": "topic",
+            "partition": "partition",
+            "strategy": _From("strategy", _or("")),
+            "cause": _From("cause", _or("")),
+            "leader_before": "leader_before",
+            "leader_after": "leader_after",
+            "isr_before": _From("isr_before", _ids),
+            "isr_after": _From("isr_after", _ids),
+        },
     ),
     _Table(
         "leader_counts",
         M.LeaderCount,
-        ("minute", "broker", "leaders"),
-        lambda c, r: M.LeaderCount(
-            cluster=c, minute=_at(r.minute), epoch_minute=int(r.minute // 60_000), broker=r.broker, leaders=r.leaders
-        ),
+        {"minute": _From("minute", _at), "epoch_minute": _EPOCH_MINUTE, "broker": "broker", "leaders": "leaders"},
         millis=("minute",),
     ),
     _Table(
         "leader_skew",
         M.LeaderSkew,
-        ("minute", "max_leaders", "min_leaders", "mean_leaders", "brokers", "skew"),
-        lambda c, r: M.LeaderSkew(
-            cluster=c,
-            minute=_at(r.minute),
-            epoch_minute=int(r.minute // 60_000),
-            max_leaders=r.max_leaders,
-            min_leaders=r.min_leaders,
-            mean_leaders=r.mean_leaders,
-            brokers=r.brokers,
-            skew=r.skew,
-        ),
+        {
+            "minute": _From("minute", _at),
+            "epoch_minute": _EPOCH_MINUTE,
+            "max_leaders": "max_leaders",
+            "min_leaders": "min_leaders",
+            "mean_leaders": "mean_leaders",
+            "brokers": "brokers",
+            "skew": "skew",
+        },
         millis=("minute",),
     ),
     _Table(
         "failovers",
         M.ControllerFailover,
-        (
-            "controller_epoch",
-            "controller_id",
-            "previous_epoch",
-            "previous_controller_id",
-            "previous_last_ms",
-            "first_ms",
-            "gap_ms",
-            "elected_at_ms",
-            "completed_at_ms",
-            "failover_ms",
-        ),
-        lambda c, r: M.ControllerFailover(
-            cluster=c,
-            controller_epoch=r.controller_epoch,
-            controller_id=r.controller_id,
-            previous_epoch=r.previous_epoch,
-            previous_controller_id=r.previous_controller_id,
-            previous_last_at=_dt(r.previous_last_ms),
-            first_at=_at(r.first_ms),
-            gap_s=_s(r.gap_ms),
-            elected_at=_dt(r.elected_at_ms),
-            completed_at=_dt(r.completed_at_ms),
-            failover_s=_s(r.failover_ms),
-        ),
+        {
+            "controller_epoch": "controller_epoch",
+            "controller_id": "controller_id",
+            "previous_epoch": "previous_epoch",
+            "previous_controller_id": "previous_controller_id",
+            "previous_last_at": _From("previous_last_ms", _dt),
+            "first_at": _From("first_ms", _at),
+            "gap_s": _From("gap_ms", _s),
+            "elected_at": _From("elected_at_ms", _dt),
+            "completed_at": _From("completed_at_ms", _dt),
+            "failover_s": _From("failover_ms", _s),
+        },
     ),
     _Table(
         "reassignments",
         M.Reassignment,
-        (
-            "topic",
-            "partition",
-            "action_id",
-            "audit_action_id",
-            "started_ms",
-            "ended_ms",
-            "duration_ms",
-            "status",
-            "origin_replicas",
-            "target_replicas",
-        ),
-        lambda c, r: M.Reassignment(
-            cluster=c,
-            topic=r.topic,
-            partition=r.partition,
-            # The audit Action this move was matched to ("audit:<id>"), else the controller's request id.
-            action_id=(f"{AUDIT_PREFIX}{r.audit_action_id}" if r.audit_action_id is not None else r.action_id or "")[
-                :64
-            ],
-            started_at=_at(r.started_ms),
-            ended_at=_dt(r.ended_ms),
-            duration_s=_s(r.duration_ms),
-            status=r.status,
-            origin_replicas=_ids(r.origin_replicas),
-            target_replicas=_ids(r.target_replicas),
-        ),
+        {
+            "topic": "topic",
+            "partition": "partition",
+            "action_id": _Derived(("action_id", "audit_action_id"), _action_id),
+            "started_at": _From("started_ms", _at),
+            "ended_at": _From("ended_ms", _dt),
+            "duration_s": _From("duration_ms", _s),
+            "status": "status",
+            "origin_replicas": _From("origin_replicas", _ids),
+            "target_replicas": _From("target_replicas", _ids),
+        },
     ),
     _Table(
         "isr_flapping",
         M.IsrFlapping,
-        ("day", "topic", "partition", "shrinks", "expands", "flaps", "rank"),
-        lambda c, r: M.IsrFlapping(
-            cluster=c,
-            day=r.day,
-            topic=r.topic,
-            partition=r.partition,
-            shrinks=r.shrinks,
-            expands=r.expands,
-            flaps=r.flaps,
-            rank=r.rank,
-        ),
+        {
+            "day": "day",
+            "topic": "topic",
+            "partition": "partition",
+            "shrinks": "shrinks",
+            "expands": "expands",
+            "flaps": "flaps",
+            "rank": "rank",
+        },
     ),
 )
 
@@ -320,11 +294,22 @@ def manifests(output_dir: Path, since: date, until: date, clusters: Sequence[str
     return result
 
 
-def _rows(spark: SparkSession, path: Path, table: _Table) -> Iterator[Row]:
-    if not path.is_dir():
-        return iter(())
-    frame: DataFrame = spark.read.parquet(str(path)).select(*table.select())
-    return frame.toLocalIterator()
+def _rows(path: Path, table: _Table) -> Iterator[Row]:
+    """The table's columns, row by row, from the Parquet files Spark wrote under ``path``."""
+    files = sorted(str(p) for p in path.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    if not files:
+        return
+    for batch in ds.dataset(files, format="parquet").to_batches(columns=list(table.columns)):
+        columns = {
+            name: _epoch_ms(batch.column(name)) if name in table.millis else batch.column(name)
+            for name in table.columns
+        }
+        yield from pa.Table.from_pydict(columns).to_pylist()
+
+
+def _epoch_ms(column: pa.Array) -> pa.Array:
+    """A timestamp column as epoch milliseconds (a double), whatever unit Spark stored it in."""
+    return column.cast(pa.timestamp("ms"), safe=False).cast(pa.int64()).cast(pa.float64())
 
 
 def _batched(items: Iterable[models.Model]) -> Iterator[list[models.Model]]:
@@ -405,9 +390,7 @@ class _KeyedMerge:
             self.objects.filter(pk__in=pks[start : start + 900]).delete()
 
 
-def load_cluster(
-    spark: SparkSession, run_dir: Path, manifest: Manifest, progress: Callable[[str], None] | None = None
-) -> dict[str, int]:
+def load_cluster(run_dir: Path, manifest: Manifest, progress: Callable[[str], None] | None = None) -> dict[str, int]:
     """Replace one cluster's rows for the manifest's window, in one transaction; return rows per table."""
     loaded: dict[str, int] = {}
     with transaction.atomic():
@@ -420,7 +403,7 @@ def load_cluster(
             )
             path = run_dir / table.name / f"cluster={manifest.cluster}"
             count = 0
-            for built in _batched(table.build(manifest.cluster, row) for row in _rows(spark, path, table)):
+            for built in _batched(table.build(manifest.cluster, row) for row in _rows(path, table)):
                 batch = built if merge is None else merge.rows_to_insert(built)
                 if table.model is M.ControllerFailover:
                     epochs = [getattr(r, "controller_epoch") for r in batch]  # noqa: B009 - any model
@@ -436,7 +419,6 @@ def load_cluster(
 
 
 def load_run(
-    spark: SparkSession,
     output_dir: Path,
     since: date,
     until: date,
@@ -447,6 +429,6 @@ def load_run(
     run_dir = run_directory(output_dir, since, until)
     result: dict[str, dict[str, int]] = {}
     for manifest in manifests(output_dir, since, until, clusters):
-        result[manifest.cluster] = load_cluster(spark, run_dir, manifest, progress)
+        result[manifest.cluster] = load_cluster(run_dir, manifest, progress)
         logger.info("loaded analytics for %s %s..%s: %s", manifest.cluster, since, until, result[manifest.cluster])
     return result

@@ -18,6 +18,14 @@ from typing import Final
 
 from pyspark.sql import types as T
 
+from controller_core.election import (
+    ControlledShutdownStrategy,
+    OfflineStrategy,
+    PreferredStrategy,
+    ReassignStrategy,
+)
+from controller_core.states import PartitionState
+
 # --- record kinds and values the job interprets -------------------------------------------------
 
 KIND_ELECTION: Final = "election"
@@ -29,13 +37,13 @@ KIND_REASSIGNMENT: Final = "reassignment"
 KIND_STATE_SNAPSHOT: Final = "state_snapshot"
 KIND_BROKER_CHANGE: Final = "broker_change"
 
-# Partition states as ``controller_core.states.PartitionState`` spells them.
-STATE_ONLINE: Final = "OnlinePartition"
-STATE_OFFLINE: Final = "OfflinePartition"
-STATE_NON_EXISTENT: Final = "NonExistentPartition"
-
-# Election strategies (``controller_core.election.*Strategy.name``).
-STRATEGIES: Final = ("offline", "reassign", "preferred", "controlled_shutdown")
+# Partition states and election strategies as the controller spells them in its records.
+STATE_ONLINE: Final = PartitionState.ONLINE.value
+STATE_OFFLINE: Final = PartitionState.OFFLINE.value
+STATE_NON_EXISTENT: Final = PartitionState.NON_EXISTENT.value
+STRATEGIES: Final = tuple(
+    s.name for s in (OfflineStrategy, ReassignStrategy, PreferredStrategy, ControlledShutdownStrategy)
+)
 
 PHASE_STARTED: Final = "started"
 PHASE_COMPLETED: Final = "completed"

@@ -189,9 +189,7 @@ def execute(
         result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
         _update(run, records=result.records)
         progress(0.8, "loading the results into the database")
-        loaded = load.load_run(
-            spark, pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m)
-        )
+        loaded = load.load_run(pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m))
         _update(
             run,
             status=AnalyticsRun.Status.SUCCEEDED,

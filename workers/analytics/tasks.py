@@ -21,7 +21,7 @@ from celery import Task, shared_task
 
 from dashboard.analytics.models import AnalyticsRun
 from workers.analytics import runner
-from workers.analytics.job import yesterday_utc
+from workers.analytics.inputs import yesterday_utc
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from workers.analytics import records as R
 
@@ -56,25 +55,25 @@ class ReportWindow:
         return (self.end_ms - 1) // DAY_MS
 
 
-def _non_negative(column: Column) -> Column:
+def non_negative(column: Column) -> Column:
     return F.when(column >= 0, column)
 
 
-def _day(ts: Column) -> Column:
+def day_of(ts: Column) -> Column:
     return F.floor(ts / DAY_MS).cast("int")
 
 
 def epoch_day(column: str) -> Column:
     """The UTC epoch day of an epoch-millisecond column."""
-    return _day(F.col(column))
+    return day_of(F.col(column))
 
 
-def _day_start(day: Column) -> Column:
+def day_start(day: Column) -> Column:
     # Long arithmetic: an int day times 86,400,000 overflows (and ANSI mode rightly refuses).
     return day.cast("long") * F.lit(DAY_MS)
 
 
-def _in_window(ts: Column, window: ReportWindow) -> Column:
+def in_window(ts: Column, window: ReportWindow) -> Column:
     return (ts >= F.lit(window.start_ms)) & (ts < F.lit(window.end_ms))
 
 
@@ -171,7 +170,7 @@ def prepare_events(records: DataFrame) -> DataFrame:
 def rare(events: DataFrame, kind: str) -> DataFrame:
     """Return the events of one of the ``extra`` kinds with the struct's fields as columns, plus ``day``."""
     return events.where(F.col("extra.kind") == kind).select(
-        *[c for c in events.columns if c != "extra"], "extra.*", _day(F.col("ts")).alias("day")
+        *[c for c in events.columns if c != "extra"], "extra.*", day_of(F.col("ts")).alias("day")
     )
 
 
@@ -192,7 +191,7 @@ def partition_days(events: DataFrame) -> DataFrame:
     names_leader = F.when((F.col("leader_before") >= 0) | (F.col("leader_after") >= 0), F.col("ts"))
     return (
         events.where(keyed)
-        .groupBy(*PARTITION_KEYS, _day(F.col("ts")).alias("day"))
+        .groupBy(*PARTITION_KEYS, day_of(F.col("ts")).alias("day"))
         .agg(
             F.sum(F.col("isr_shrink").cast("int")).cast("long").alias("shrinks"),
             F.sum(F.col("isr_expand").cast("int")).cast("long").alias("expands"),
@@ -371,9 +370,9 @@ def unavailability_intervals(walked: DataFrame, hashed_key: bool = True) -> Data
         "end_ms",
         (F.col("end_ms") - F.col("ts")).alias("duration_ms"),
         F.coalesce(
-            _non_negative(F.col("leader_before")),
-            _non_negative(F.col("prev_leader")),
-            _non_negative(F.col("next_leader_before")),
+            non_negative(F.col("leader_before")),
+            non_negative(F.col("prev_leader")),
+            non_negative(F.col("next_leader_before")),
         ).alias("cause_broker"),
         F.when(F.col("next_state") == LED, F.lit("elected"))
         .when(F.col("next_state") == GONE, F.lit("deleted"))
@@ -437,464 +436,6 @@ def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_
     return intervals.where(
         (F.col(start) < F.lit(window.end_ms)) & (F.col(end).isNull() | (F.col(end) > F.lit(window.start_ms)))
     )
-
-
-# --- 4. unavailability per day ----------------------------------------------------------------------
-
-
-def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
-    """Spread intervals over days: one row per (interval, day) with the facts that day owns.
-
-    Intervals start at ``outage_start_ms`` (:func:`with_estimated_starts`: the estimated loss of a
-    dead broker's session where there is one, else the detected start).
-
-    * ``outages``: 1 on the day the interval started;
-    * ``recoveries``/``recovery_ms``: 1 and the whole duration on the day a leader was elected, so
-      a day's MTTR is final once that day is over (an interval can start on an earlier day);
-    * ``leaderless_ms``: the part of the interval inside that day (open intervals run to the
-      window's effective end).
-    """
-    start = F.col("outage_start_ms")
-    clip_start = F.greatest(start, F.lit(float(window.start_ms)))
-    clip_end = F.least(
-        F.coalesce(F.col("end_ms"), F.lit(float(window.effective_end_ms))), F.lit(float(window.effective_end_ms))
-    )
-    spread = intervals.select(
-        "*",
-        F.when(
-            clip_end > clip_start,
-            F.sequence(_day(clip_start), _day(clip_end - F.lit(0.001))),
-        ).alias("days"),
-        clip_start.alias("clip_start"),
-        clip_end.alias("clip_end"),
-    )
-    leaderless = spread.select("*", F.explode("days").alias("day")).select(
-        "*",
-        (
-            F.least(F.col("clip_end"), _day_start(F.col("day") + 1))
-            - F.greatest(F.col("clip_start"), _day_start(F.col("day")))
-        ).alias("leaderless_ms"),
-        F.lit(0).alias("outages"),
-        F.lit(0).alias("recoveries"),
-        F.lit(0.0).alias("recovery_ms"),
-    )
-    started = intervals.where(_in_window(start, window)).select(
-        "*",
-        _day(start).alias("day"),
-        F.lit(0.0).alias("leaderless_ms"),
-        F.lit(1).alias("outages"),
-        F.lit(0).alias("recoveries"),
-        F.lit(0.0).alias("recovery_ms"),
-    )
-    recovered = intervals.where(_in_window(F.col("end_ms"), window) & (F.col("end_reason") == "elected")).select(
-        "*",
-        _day(F.col("end_ms")).alias("day"),
-        F.lit(0.0).alias("leaderless_ms"),
-        F.lit(0).alias("outages"),
-        F.lit(1).alias("recoveries"),
-        F.col("outage_ms").alias("recovery_ms"),
-    )
-    columns = [*PARTITION_KEYS, "cause_broker", "day", "leaderless_ms", "outages", "recoveries", "recovery_ms"]
-    return leaderless.select(*columns).unionByName(started.select(*columns)).unionByName(recovered.select(*columns))
-
-
-def _outage_aggregates() -> list[Column]:
-    return [
-        F.sum("outages").cast("long").alias("outages"),
-        F.sum("recoveries").cast("long").alias("recoveries"),
-        F.sum("leaderless_ms").alias("leaderless_ms"),
-        F.sum("recovery_ms").alias("recovery_ms"),
-    ]
-
-
-def _with_mttr(df: DataFrame) -> DataFrame:
-    return df.withColumn("mttr_ms", F.when(F.col("recoveries") > 0, F.col("recovery_ms") / F.col("recoveries")))
-
-
-def partition_daily(facts: DataFrame) -> DataFrame:
-    """Outages, recoveries, MTTR and leaderless time per partition and day (partitions with any)."""
-    return _with_mttr(facts.groupBy(*PARTITION_KEYS, "day").agg(*_outage_aggregates()))
-
-
-def broker_daily(facts: DataFrame) -> DataFrame:
-    """The same per broker whose loss caused the outage (``broker`` null when unknown)."""
-    return _with_mttr(facts.groupBy("cluster", F.col("cause_broker").alias("broker"), "day").agg(*_outage_aggregates()))
-
-
-def topic_daily(facts: DataFrame, inventory: DataFrame, window: ReportWindow) -> DataFrame:
-    """Availability per topic and day for every known topic, with the topic's outage figures.
-
-    ``availability = 1 - leaderless partition-seconds / (partitions * seconds of the day covered)``;
-    a day that is still running counts only up to the window's effective end.
-    """
-    spark = facts.sparkSession
-    days = spark.range(window.start_day, window.end_day + 1).select(F.col("id").cast("int").alias("day"))
-    topics = inventory.groupBy("cluster", "topic").agg(F.count(F.lit(1)).alias("partitions"))
-    grid = topics.crossJoin(days)
-    stats = facts.groupBy("cluster", "topic", "day").agg(*_outage_aggregates())
-    day_start = _day_start(F.col("day"))
-    covered_ms = F.least(day_start + F.lit(DAY_MS), F.lit(window.effective_end_ms)) - F.greatest(
-        day_start, F.lit(window.start_ms)
-    )
-    joined = grid.join(stats, ["cluster", "topic", "day"], "left").select(
-        "cluster",
-        "topic",
-        "day",
-        "partitions",
-        F.coalesce("outages", F.lit(0)).alias("outages"),
-        F.coalesce("recoveries", F.lit(0)).alias("recoveries"),
-        F.coalesce("leaderless_ms", F.lit(0.0)).alias("leaderless_ms"),
-        F.coalesce("recovery_ms", F.lit(0.0)).alias("recovery_ms"),
-        covered_ms.alias("covered_ms"),
-    )
-    availability = F.when(
-        F.col("covered_ms") > 0,
-        F.greatest(F.lit(0.0), 1.0 - F.col("leaderless_ms") / (F.col("partitions") * F.col("covered_ms"))),
-    )
-    return _with_mttr(joined.where(F.col("covered_ms") > 0).withColumn("availability", availability))
-
-
-# --- 5. elections -------------------------------------------------------------------------------------
-
-
-def elections_daily(events: DataFrame, window: ReportWindow) -> DataFrame:
-    """Count elections per day, strategy and cause (unknown when a record leaves either out)."""
-    return (
-        rare(events, R.KIND_ELECTION)
-        .where(_in_window(F.col("ts"), window))
-        .groupBy(
-            "cluster",
-            "day",
-            F.coalesce("strategy", F.lit("unknown")).alias("strategy"),
-            F.coalesce("cause", F.lit("unknown")).alias("cause"),
-        )
-        .agg(
-            F.count(F.lit(1)).alias("elections"),
-            F.sum(F.col("unclean").cast("int")).cast("long").alias("unclean"),
-        )
-    )
-
-
-def unclean_elections(events: DataFrame, window: ReportWindow) -> DataFrame:
-    """List every unclean election (a leader taken from outside the ISR: possible data loss)."""
-    elections = rare(events, R.KIND_ELECTION)
-    return elections.where(F.col("unclean") & _in_window(F.col("ts"), window)).select(
-        "cluster",
-        "ts",
-        "day",
-        "epoch",
-        "topic",
-        "partition",
-        "strategy",
-        "cause",
-        "leader_before",
-        "leader_after",
-        "isr_before",
-        "isr_after",
-    )
-
-
-# --- 6. leaders per broker over time --------------------------------------------------------------------
-
-
-def leader_deltas(walked: DataFrame, window: ReportWindow) -> DataFrame:
-    """Turn leader changes into +1/-1 per broker and minute; changes before the window land in the
-    minute just before it, which then holds each broker's starting count.
-
-    A partition's first record also says who led it before (``leader_before``): that leader counts
-    from the start, so a first run without a checkpoint still knows most leaders.
-    """
-    initial_minute = window.start_ms // MINUTE_MS - 1
-    minute = F.greatest(F.floor(F.col("ts") / MINUTE_MS), F.lit(initial_minute)).cast("long")
-    prev = F.when(F.col("first"), _non_negative(F.col("leader_before"))).otherwise(F.col("prev_leader"))
-    changed = F.col("first") | ~F.col("leader").eqNullSafe(F.col("prev_leader"))
-    delta = T.StructType(
-        [
-            T.StructField("broker", T.IntegerType()),
-            T.StructField("minute", T.LongType()),
-            T.StructField("delta", T.IntegerType()),
-        ]
-    )
-    entries = F.array(
-        F.struct(
-            F.when(F.col("first"), prev).cast("int").alias("broker"),
-            F.lit(initial_minute).cast("long").alias("minute"),
-            F.lit(1).alias("delta"),
-        ),
-        F.struct(prev.cast("int").alias("broker"), minute.alias("minute"), F.lit(-1).alias("delta")),
-        F.struct(F.col("leader").cast("int").alias("broker"), minute.alias("minute"), F.lit(1).alias("delta")),
-    ).cast(T.ArrayType(delta))
-    exploded = (
-        walked.where(changed & (F.col("ts") < F.lit(window.end_ms)))
-        .select("cluster", F.explode(F.filter(entries, lambda e: e["broker"] >= 0)).alias("d"))
-        .select("cluster", "d.broker", "d.minute", "d.delta")
-    )
-    return exploded.groupBy("cluster", "broker", "minute").agg(F.sum("delta").cast("long").alias("delta"))
-
-
-def known_brokers(events: DataFrame, deltas: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
-    """Every broker the cluster is known to have: ever a leader, named by a broker change or
-    failover record, or carried in the checkpoint.
-
-    Leader skew divides by the number of brokers, so a broker that leads nothing (new, or back
-    from a crash before the rebalance) must still count, with zero leaders, and must count the
-    same whether the window was computed in one run or day by day.
-    """
-    named = (
-        events.where(F.col("extra.kind").isin(R.KIND_BROKER_CHANGE, R.KIND_FAILOVER))
-        .select("cluster", F.explode("extra.brokers").alias("broker"))
-        .where(F.col("broker") >= 0)
-    )
-    brokers = deltas.select("cluster", "broker").unionByName(named.select("cluster", F.col("broker").cast("int")))
-    if seeds is not None:
-        brokers = brokers.unionByName(seeds.select("cluster", F.col("broker").cast("int")))
-    return brokers.distinct()
-
-
-def leader_counts(deltas: DataFrame, brokers: DataFrame, window: ReportWindow) -> DataFrame:
-    """Return each broker's leader count at the end of every minute of the window.
-
-    Running sums of the per-minute deltas give the count after each minute with a change; a grid of
-    every (broker, minute) of ``brokers`` then carries the last count forward. Rows are brokers x
-    minutes, never partitions x minutes.
-    """
-    spark = deltas.sparkSession
-    first_minute = window.start_ms // MINUTE_MS
-    last_minute = -(-window.effective_end_ms // MINUTE_MS)  # exclusive; a started minute is shown
-    by_broker = Window.partitionBy("cluster", "broker").orderBy("minute", "grid")
-    cumulative = deltas.select(
-        "cluster",
-        "broker",
-        "minute",
-        F.lit(0).alias("grid"),
-        F.sum("delta")
-        .over(
-            Window.partitionBy("cluster", "broker")
-            .orderBy("minute")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        .alias("leaders"),
-    )
-    minutes = spark.range(first_minute, max(first_minute + 1, last_minute)).select(F.col("id").alias("minute"))
-    grid = brokers.crossJoin(minutes).select(
-        "cluster", "broker", "minute", F.lit(1).alias("grid"), F.lit(None).cast("long").alias("leaders")
-    )
-    carried = cumulative.unionByName(grid).select(
-        "cluster",
-        "broker",
-        "minute",
-        "grid",
-        F.last("leaders", ignorenulls=True)
-        .over(by_broker.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        .alias("carried"),
-    )
-    return carried.where(F.col("grid") == 1).select(
-        "cluster", "broker", "minute", F.coalesce("carried", F.lit(0)).cast("long").alias("leaders")
-    )
-
-
-def leader_skew(counts: DataFrame) -> DataFrame:
-    """Per minute: max, min and mean leaders over the brokers seen, and skew = max / mean (1 = even)."""
-    return (
-        counts.groupBy("cluster", "minute")
-        .agg(
-            F.max("leaders").alias("max_leaders"),
-            F.min("leaders").alias("min_leaders"),
-            F.avg("leaders").alias("mean_leaders"),
-            F.count(F.lit(1)).alias("brokers"),
-        )
-        .withColumn("skew", F.when(F.col("mean_leaders") > 0, F.col("max_leaders") / F.col("mean_leaders")))
-    )
-
-
-# --- 7. controller failovers --------------------------------------------------------------------------
-
-
-def controller_epochs(events: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
-    """Per controller epoch: its controller, first and last record (seeds add the last epoch seen)."""
-    epochs = (
-        events.where(F.col("epoch") >= 0)
-        .groupBy("cluster", "epoch")
-        .agg(
-            F.max("controller_id").alias("controller_id"),
-            F.min("ts").alias("first_ms"),
-            F.max("ts").alias("last_ms"),
-        )
-    )
-    if seeds is None:
-        return epochs
-    seeded = seeds.select("cluster", "epoch", "controller_id", F.lit(None).cast("double").alias("first_ms"), "last_ms")
-    return (
-        epochs.unionByName(seeded)
-        .groupBy("cluster", "epoch")
-        .agg(
-            F.max("controller_id").alias("controller_id"),
-            F.min("first_ms").alias("first_ms"),
-            F.max("last_ms").alias("last_ms"),
-        )
-    )
-
-
-def failovers(events: DataFrame, epochs: DataFrame, window: ReportWindow) -> DataFrame:
-    """One row per controller change whose new epoch began in the window.
-
-    ``gap_ms`` is the time from the old controller's last record to the new one's first: how long
-    the cluster had nobody acting. It is negative when the deposed controller kept writing after its
-    successor started (it is fenced by the epoch, so those writes failed). ``failover_ms`` is the
-    new controller's own ``completed_at_ms - elected_at_ms`` when it wrote a ``failover`` record.
-    """
-    w = Window.partitionBy("cluster").orderBy("epoch")
-    ordered = epochs.select(
-        "*",
-        F.lag("epoch").over(w).alias("previous_epoch"),
-        F.lag("controller_id").over(w).alias("previous_controller_id"),
-        F.lag("last_ms").over(w).alias("previous_last_ms"),
-    )
-    records = (
-        rare(events, R.KIND_FAILOVER)
-        .groupBy("cluster", "epoch")
-        .agg(
-            F.min("elected_at_ms").alias("elected_at_ms"),
-            F.max("completed_at_ms").alias("completed_at_ms"),
-            F.max("duration_ms").alias("duration_ms"),
-        )
-    )
-    changes = ordered.where(F.col("previous_epoch").isNotNull() & _in_window(F.col("first_ms"), window))
-    return changes.join(records, ["cluster", "epoch"], "left").select(
-        "cluster",
-        F.col("epoch").alias("controller_epoch"),
-        "controller_id",
-        "previous_epoch",
-        "previous_controller_id",
-        "previous_last_ms",
-        "first_ms",
-        (F.col("first_ms") - F.col("previous_last_ms")).alias("gap_ms"),
-        "elected_at_ms",
-        "completed_at_ms",
-        F.coalesce(F.col("completed_at_ms") - F.col("elected_at_ms"), F.col("duration_ms")).alias("failover_ms"),
-    )
-
-
-# --- 8. reassignments -----------------------------------------------------------------------------------
-
-
-def reassignment_rows(events: DataFrame, seeds: DataFrame | None = None) -> DataFrame:
-    """The reassignment records (plus still-open ones from a checkpoint) in one shape."""
-    rows = (
-        rare(events, R.KIND_REASSIGNMENT)
-        .where(F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("phase").isNotNull())
-        .select(*PARTITION_KEYS, "ts", "epoch", "seq", "phase", "action_id", "origin_replicas", "target_replicas")
-    )
-    if seeds is not None:
-        rows = rows.unionByName(
-            seeds.select(
-                *PARTITION_KEYS,
-                F.col("started_ms").alias("ts"),
-                F.lit(-1).cast("long").alias("epoch"),
-                F.lit(-1).cast("long").alias("seq"),
-                F.lit(R.PHASE_STARTED).alias("phase"),
-                "action_id",
-                "origin_replicas",
-                "target_replicas",
-            )
-        )
-    return rows
-
-
-def reassignments(rows: DataFrame) -> DataFrame:
-    """Pair each ``started`` with the partition's next reassignment record.
-
-    ``status`` is ``completed`` or ``cancelled`` from that record, ``superseded`` when another
-    reassignment started first (Kafka replaces a running one), ``in_progress`` when nothing followed.
-    Ends without a start (the history began mid-way) are dropped: their duration is unknown.
-    """
-    w = Window.partitionBy(*PARTITION_KEYS).orderBy("ts", "epoch", "seq")
-    paired = rows.select("*", F.lead("phase").over(w).alias("next_phase"), F.lead("ts").over(w).alias("next_ts"))
-    next_phase = F.col("next_phase")
-    status = (
-        F.when(next_phase.isin(R.PHASE_COMPLETED, R.PHASE_CANCELLED), next_phase)
-        .when(next_phase == R.PHASE_STARTED, F.lit("superseded"))
-        .when(next_phase.isNull(), F.lit("in_progress"))
-        .otherwise(F.concat(F.lit("unknown:"), next_phase))
-    )
-    return (
-        paired.where(F.col("phase") == R.PHASE_STARTED)
-        .select(
-            *PARTITION_KEYS,
-            "action_id",
-            F.col("ts").alias("started_ms"),
-            "next_ts",
-            status.alias("status"),
-            "origin_replicas",
-            "target_replicas",
-        )
-        .select(
-            "*",
-            F.when(F.col("status") != "in_progress", F.col("next_ts")).alias("ended_ms"),
-        )
-        .drop("next_ts")
-        .withColumn("duration_ms", F.col("ended_ms") - F.col("started_ms"))
-    )
-
-
-AUDIT_PREFIX = "audit:"
-
-
-def reassignment_actions(rows: DataFrame) -> DataFrame:
-    """Per action (one request, many partitions): partitions, outcome counts, start, end, duration.
-
-    ``ended_ms`` is the last partition's end, and null while any partition is still moving.
-    """
-    open_count = F.sum(F.when(F.col("status") == "in_progress", 1).otherwise(0))
-    # An operator action matched from the audit export (``actions.attribute_reassignments``) is the
-    # request; without one, the controller's own request id groups the partitions.
-    audit = F.col("audit_action_id")
-    key = F.when(audit.isNotNull(), F.concat(F.lit(AUDIT_PREFIX), audit.cast("string"))).otherwise(F.col("action_id"))
-    return (
-        rows.groupBy("cluster", key.alias("action_id"))
-        .agg(
-            F.first(audit, ignorenulls=True).alias("audit_action_id"),
-            F.first("requested_by", ignorenulls=True).alias("requested_by"),
-            F.first("requested_ms", ignorenulls=True).alias("requested_ms"),
-            F.first("requested_partitions", ignorenulls=True).alias("requested_partitions"),
-            F.count(F.lit(1)).alias("partitions"),
-            F.sum(F.when(F.col("status") == R.PHASE_COMPLETED, 1).otherwise(0)).alias("completed"),
-            F.sum(F.when(F.col("status") == R.PHASE_CANCELLED, 1).otherwise(0)).alias("cancelled"),
-            open_count.alias("in_progress"),
-            F.min("started_ms").alias("started_ms"),
-            F.max("ended_ms").alias("last_end_ms"),
-            F.collect_set("topic").alias("topics"),
-        )
-        .select(
-            "*",
-            F.when(F.col("in_progress") == 0, F.col("last_end_ms")).alias("ended_ms"),
-        )
-        .drop("last_end_ms")
-        .withColumn("duration_ms", F.col("ended_ms") - F.col("started_ms"))
-        .withColumn("start_delay_ms", F.col("started_ms") - F.col("requested_ms"))
-        .withColumn("request_to_end_ms", F.col("ended_ms") - F.col("requested_ms"))
-    )
-
-
-# --- 9. ISR flapping --------------------------------------------------------------------------------
-
-
-def isr_flapping(days: DataFrame, window: ReportWindow, top: int) -> DataFrame:
-    """ISR shrinks and expands per partition and day; the ``top`` partitions per day by flaps.
-
-    ``flaps`` is ``min(shrinks, expands)``: completed out-and-back cycles, which is what flapping
-    means; a partition that only shrinks lost a replica rather than flapped. ``days`` is
-    :func:`partition_days`.
-    """
-    counts = days.where(
-        (F.col("day") >= window.start_day)
-        & (F.col("day") <= window.end_day)
-        & ((F.col("shrinks") > 0) | (F.col("expands") > 0))
-    ).select(*PARTITION_KEYS, "day", "shrinks", "expands", F.least("shrinks", "expands").alias("flaps"))
-    rank_w = Window.partitionBy("cluster", "day").orderBy(
-        F.desc("flaps"), F.desc(F.col("shrinks") + F.col("expands")), "topic", "partition"
-    )
-    return counts.withColumn("rank", F.row_number().over(rank_w)).where(F.col("rank") <= top)
 
 
 # --- 10. checkpoints ----------------------------------------------------------------------------------------

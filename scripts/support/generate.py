@@ -20,7 +20,7 @@ reads them.
 
 Usage::
 
-    python -m workers.analytics.generate --out var/bench --quick
+    python -m scripts.support.generate --out var/bench --quick
     summary = generate(HistorySpec(cluster="bench"), Path("var/bench"))
 """
 
