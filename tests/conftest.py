@@ -38,11 +38,11 @@ def _xdist_group(path: Path) -> str | None:
 
     ``scripts/test`` runs ``--dist loadgroup``: every other test is scheduled on its own, in
     collection order, so each worker keeps pytest-django's order (database tests before the
-    transactional ones, whose flush removes the role groups migrations create). A browser module
-    (its chromium and its stack, module-scoped fixtures) and the Spark tests (their session) stay
-    whole on one worker instead: scattered, each worker would build them again, and a worker that
-    gets a module's tests between other modules' tests tears the module fixtures down and builds
-    them once more.
+    transactional ones). A browser module (its chromium and its stack, module-scoped fixtures) and
+    each Spark test module (its module-scoped histories; the Spark Connect server itself is shared
+    by every worker, tests/integration/conftest.py) stay whole on one worker instead: scattered, each
+    worker would build them again, and a worker that gets a module's tests between other modules'
+    tests tears the module fixtures down and builds them once more.
 
     pytest-xdist 3.8 (the newest release) groups a test by rewriting ``item._nodeid``, which pytest
     9.2 no longer reads (pytest-xdist issue 1386, fix proposed in its PR 1388), so the groups would
@@ -52,7 +52,7 @@ def _xdist_group(path: Path) -> str | None:
     if "e2e" in path.parts:
         return f"e2e:{path.stem}"
     if "analytics" in path.stem:
-        return "spark"
+        return f"spark:{path.stem}"  # one server for the session (tests/integration/conftest.py), modules spread
     return None
 
 
