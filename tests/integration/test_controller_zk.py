@@ -146,8 +146,16 @@ def test_broker_failure_moves_leadership_and_shrinks_the_isr(
     # orders-1 kept its leader; broker 1 left its ISR with one epoch bump.
     wait_for(lambda: state(zk, "orders", 1)[2] == [2, 3], what="orders-1 ISR shrinks")
     assert state(zk, "orders", 1)[:2] == (2, 1)
-    elections = [r for r in candidates.sinks[100].records if r["kind"] == "election"]
-    assert any(r["entity"] == "orders-0" and r["strategy"] == "offline" and r["leader_after"] == 2 for r in elections)
+
+    # The event's records are built once its effects are out (the deferred log): after the writes seen above.
+    def offline_election_recorded() -> bool:
+        wanted = ("election", "orders-0", "offline", 2)
+        return any(
+            (r["kind"], r.get("entity"), r.get("strategy"), r.get("leader_after")) == wanted
+            for r in candidates.sinks[100].records
+        )
+
+    wait_for(offline_election_recorded, what="the offline election's record")
     # The record of the death carries the estimated loss of its session: noticed minus the timeout.
     [death] = [r for r in candidates.sinks[100].records if r["kind"] == "broker_change" and r["dead_brokers"] == [1]]
     assert death["session_lost_brokers"] == [1] and death["session_lost_estimated"] is True
