@@ -5,35 +5,18 @@ says why, and a candidate that resigns follows again."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import pytest
 from kazoo.client import KazooClient
 
 from controller_core.controller import Controller
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.integration.test_controller_zk import Candidates, FakeBrokers, brokers, candidates
 from tests.support.zk import wait_for
 
-
-@pytest.fixture
-def brokers(zk_chroot: str) -> Iterator[FakeBrokers]:
-    fake = FakeBrokers(zk_chroot)
-    try:
-        yield fake
-    finally:
-        fake.stop_all()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
+__all__ = ["brokers", "candidates"]  # the controller tests' fixtures, used here by name
 
 
 def _active_id(zk: KazooClient) -> int:
