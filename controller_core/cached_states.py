@@ -26,12 +26,12 @@ def current_partition_states(
     """The state of each partition to decide on: the cache's when ``from_cache`` and known, else ZooKeeper's."""
     if not from_cache:
         return store.get_partition_states(partitions)
-    cached = ctx.partitions_leadership_info
+    cached = ctx.partition_leadership_info
     out: dict[TopicPartition, PartitionStateRead] = {}
     missing: list[TopicPartition] = []
     ok = ZkCode.OK
     for tp in partitions:
-        info = cached.get(tp)
+        info = cached(tp)
         if info is None:
             missing.append(tp)
         else:

@@ -4,15 +4,15 @@ ZooKeeper is the truth; this is a cache plus the state machines' states, kept fo
 epoch and cleared on resignation. It does no I/O.
 
 Scale drives the layout: the target is a million partitions (replication factor 3) in well under
-4 GB. So per-partition data lives in plain dicts keyed by ``TopicPartition`` (a tuple), values are
-the immutable model types, assignments are grouped per topic, and the context keeps *one* key
-object per partition: the assignment map is the registry, and every query that returns partitions
-returns those same objects so the other maps reuse them instead of holding copies. Measured: a
-million partitions (RF 3, 30 brokers) with assignments, leadership, partition and replica states
-take about 0.9 GB of RSS.
+1.5 GB, and a broker failure at 100,000 partitions touches 10,000 of them some 26 times each. So
+per-partition data lives in the columns of a ``PartitionTable`` indexed by a partition number given
+once per partition (``controller_core.partition_table``): the state machines turn an event's
+partitions into numbers once and then index lists instead of hashing a tuple per touch. The values
+are the immutable model types, and the table keeps *one* key object per partition, which every query
+that returns partitions hands out.
 
-Three indexes are maintained incrementally because the questions they answer are asked on every
-broker event and a scan of a million partitions per event is too slow:
+Three indexes (sets of partition numbers) are maintained incrementally because the questions they
+answer are asked on every broker event and a scan of a million partitions per event is too slow:
 
 * partitions per broker (from assignments) for ``partitions_on_broker`` / ``replicas_on_brokers``;
 * partitions per leader (from leadership info) for ``partition_leaders_on_broker`` and
@@ -20,14 +20,18 @@ broker event and a scan of a million partitions per event is too slow:
 * partitions per non-online partition state, for ``partitions_in_states({New, Offline})``, which
   every broker change asks. Online partitions are the bulk and are not indexed.
 
+The TopicPartition-keyed methods are the interface of everything outside the state machines
+(deletion, reassignment, failover, the standby's hand-over); the ``*_id*`` methods are the bulk paths.
+
 The two gauges ``offline_partition_count`` and ``preferred_replica_imbalance_count`` are maintained
 exactly as §2.3 describes (including its quirks), never recomputed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from typing import TypeVar
 
 from controller_core.errors import IllegalStateError
 from controller_core.model import (
@@ -40,6 +44,7 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
+from controller_core.partition_table import PartitionTable
 from controller_core.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
@@ -65,6 +70,43 @@ def _imbalance(assignment: ReplicaAssignment | None, info: LeaderIsrAndControlle
     if assignment.adding_replicas and preferred in assignment.adding_replicas:
         return 1 if preferred in leader_and_isr.isr else 0
     return 0 if leader_and_isr.leader == preferred else 1
+
+
+_V = TypeVar("_V")
+
+
+def _leadership_count(table: PartitionTable) -> int:
+    return table.leadership_count
+
+
+def _state_count(table: PartitionTable) -> int:
+    return table.state_count
+
+
+class _ColumnView(Mapping[TopicPartition, _V]):
+    """One column of the partition table as a read-only mapping keyed by partition (rows without a
+    value are absent): what the context's callers outside the state machines read."""
+
+    __slots__ = ("_column", "_count", "_table")
+
+    def __init__(self, table: PartitionTable, column: list[_V | None], count: Callable[[PartitionTable], int]) -> None:
+        self._table = table
+        self._column = column
+        self._count = count
+
+    def __getitem__(self, tp: TopicPartition) -> _V:
+        pid = self._table.ids.get(tp)
+        value = None if pid is None else self._column[pid]
+        if value is None:
+            raise KeyError(tp)
+        return value
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        tps = self._table.tps
+        return (tps[pid] for pid, value in enumerate(self._column) if value is not None)
+
+    def __len__(self) -> int:
+        return self._count(self._table)
 
 
 class ControllerContext:
@@ -103,20 +145,10 @@ class ControllerContext:
         self._all_topics: set[str] = set()
         self._topic_ids: dict[str, str] = {}
         self._topic_names: dict[str, str] = {}
-        self._assignments: dict[str, dict[TopicPartition, ReplicaAssignment]] = {}
-        self._by_broker: dict[int, set[TopicPartition]] = {}
-
-        self._leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        self._by_leader: dict[int, set[TopicPartition]] = {}
+        self.table = PartitionTable()
+        """Per-partition columns and their indexes (``controller_core.partition_table``): the state machines
+        work on partition numbers over it; everything else goes through the methods below."""
         self.partitions_being_reassigned: set[TopicPartition] = set()
-
-        self._partition_states: dict[TopicPartition, PartitionState] = {}
-        self._partitions_by_state: dict[PartitionState, set[TopicPartition]] = {
-            state: set() for state in PartitionState if state is not PartitionState.ONLINE
-        }
-        # Nested per partition so the replica map reuses the partition's key object instead of
-        # holding one (partition, replica) tuple per replica.
-        self._replica_states: dict[TopicPartition, dict[int, ReplicaState]] = {}
 
         self._topics_to_be_deleted: set[str] = set()
         self._topics_with_deletion_started: set[str] = set()
@@ -280,32 +312,58 @@ class ControllerContext:
         topic_id = self._topic_ids.pop(topic, None)
         if topic_id is not None:
             self._topic_names.pop(topic_id, None)
-        assignments = self._assignments.pop(topic, None)
-        if not assignments:
+        table = self.table
+        members = table.by_topic.pop(topic, None)
+        if not members:
             return
-        for tp, assignment in assignments.items():
-            self._unindex_brokers(tp, assignment.replicas)
-            info = self._leadership.pop(tp, None)
+        for tp, pid in members.items():
+            assignment = table.assignment[pid]
+            table.assignment[pid] = None
+            if assignment is not None:
+                for broker_id in assignment.replicas:
+                    table.unindex(table.by_broker, broker_id, pid)
+            info = table.leadership[pid]
             if info is not None:
-                self._unindex_leader(tp, info.leader_and_isr.leader)
+                table.leadership[pid] = None
+                table.leadership_count -= 1
+                table.unindex(table.by_leader, info.leader_and_isr.leader, pid)
             self.partitions_being_reassigned.discard(tp)
+
+    # -- partition numbers ---------------------------------------------------------------------
+
+    def partition_ids(self, partitions: Iterable[TopicPartition]) -> list[int]:
+        """Each partition's number in ``table`` (unknown partitions get an empty row), in order.
+
+        The state machines turn an event's partitions into numbers once and work on the columns.
+        """
+        return self.table.ids_of(partitions)
+
+    def partitions_of(self, ids: Iterable[int]) -> list[TopicPartition]:
+        tps = self.table.tps
+        return [tps[pid] for pid in ids]
 
     # -- assignments -------------------------------------------------------------------------
 
     def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        topic_map = self._assignments.get(tp.topic)
-        if topic_map is None:
-            topic_map = self._assignments[tp.topic] = {}
-        previous = topic_map.get(tp)
-        topic_map[tp] = assignment
+        table = self.table
+        pid = table.id_of(tp)
+        members = table.by_topic.get(tp.topic)
+        if members is None:
+            members = table.by_topic[tp.topic] = {}
+        members[tp] = pid
+        previous = table.assignment[pid]
+        table.assignment[pid] = assignment
         if previous is None:
-            self._index_brokers(tp, assignment.replicas)
+            for broker_id in assignment.replicas:
+                table.index(table.by_broker, broker_id, pid)
         elif previous.replicas != assignment.replicas:
             old, new = set(previous.replicas), set(assignment.replicas)
-            self._unindex_brokers(tp, old - new)
-            self._index_brokers(tp, new - old)
+            for broker_id in old - new:
+                table.unindex(table.by_broker, broker_id, pid)
+            for broker_id in new - old:
+                table.index(table.by_broker, broker_id, pid)
         if tp.topic not in self._topics_to_be_deleted:
-            info = self._leadership.get(tp)
+            info = table.leadership[pid]
             if info is not None:
                 self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(previous, info)
 
@@ -314,82 +372,87 @@ class ControllerContext:
         to the context and nothing is cached about it (failover loads 2,000 topics this way)."""
         if not assignments:
             return
-        if topic in self._assignments or any(tp in self._leadership for tp in assignments):
+        table = self.table
+        ids = table.ids
+        leadership = table.leadership
+        if topic in table.by_topic or any(
+            (pid := ids.get(tp)) is not None and leadership[pid] is not None for tp in assignments
+        ):
             for tp, assignment in assignments.items():
                 self.update_partition_full_replica_assignment(tp, assignment)
             return
-        self._assignments[topic] = dict(assignments)
-        by_broker = self._by_broker
+        members = table.by_topic[topic] = {}
+        column = table.assignment
+        by_broker = table.by_broker
         for tp, assignment in assignments.items():
+            pid = table.id_of(tp)
+            members[tp] = pid
+            column[pid] = assignment
             for broker_id in assignment.replicas:
                 partitions = by_broker.get(broker_id)
                 if partitions is None:
-                    by_broker[broker_id] = {tp}
+                    by_broker[broker_id] = {pid}
                 else:
-                    partitions.add(tp)
+                    partitions.add(pid)
 
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """The partition's assignment, or the empty assignment if it is unknown."""
-        topic_map = self._assignments.get(tp.topic)
-        if topic_map is None:
+        pid = self.table.ids.get(tp)
+        if pid is None:
             return EMPTY_ASSIGNMENT
-        return topic_map.get(tp, EMPTY_ASSIGNMENT)
+        return self.table.assignment[pid] or EMPTY_ASSIGNMENT
 
     def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.partition_full_replica_assignment(tp).replicas
 
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[TopicPartition, ReplicaAssignment]:
-        return dict(self._assignments.get(topic, {}))
+        column = self.table.assignment
+        return {tp: column[pid] or EMPTY_ASSIGNMENT for tp, pid in self.table.by_topic.get(topic, {}).items()}
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
-        return list(self._assignments.get(topic, ()))
+        return list(self.table.by_topic.get(topic, ()))
 
     def all_partitions(self) -> list[TopicPartition]:
-        return [tp for topic_map in self._assignments.values() for tp in topic_map]
+        return [tp for members in self.table.by_topic.values() for tp in members]
 
     def iter_assignments(self) -> Iterator[tuple[TopicPartition, ReplicaAssignment]]:
         """Every (partition, assignment); do not change assignments while iterating."""
-        for topic_map in self._assignments.values():
-            yield from topic_map.items()
+        for tp, pid in self.iter_assigned_ids():
+            yield tp, self.table.assignment[pid] or EMPTY_ASSIGNMENT
+
+    def iter_assigned_ids(self) -> Iterator[tuple[TopicPartition, int]]:
+        """Every assigned (partition, number), topic by topic; do not change assignments while iterating."""
+        for members in self.table.by_topic.values():
+            yield from members.items()
 
     @property
     def partition_count(self) -> int:
-        return sum(len(topic_map) for topic_map in self._assignments.values())
-
-    def _index_brokers(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
-        by_broker = self._by_broker
-        for broker_id in brokers:
-            partitions = by_broker.get(broker_id)
-            if partitions is None:
-                by_broker[broker_id] = {tp}
-            else:
-                partitions.add(tp)
-
-    def _unindex_brokers(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
-        by_broker = self._by_broker
-        for broker_id in brokers:
-            partitions = by_broker.get(broker_id)
-            if partitions is not None:
-                partitions.discard(tp)
-                if not partitions:
-                    del by_broker[broker_id]
+        return sum(len(members) for members in self.table.by_topic.values())
 
     def partitions_on_broker(self, broker_id: int) -> set[TopicPartition]:
         """Partitions with a replica assigned to ``broker_id`` (a copy; cost is per replica on it)."""
-        return set(self._by_broker.get(broker_id, ()))
+        tps = self.table.tps
+        return {tps[pid] for pid in self.table.by_broker.get(broker_id, ())}
+
+    def partition_ids_on_broker(self, broker_id: int) -> list[int]:
+        """The numbers of ``partitions_on_broker`` (a copy)."""
+        return list(self.table.by_broker.get(broker_id, ()))
 
     def replicas_on_brokers(self, broker_ids: Iterable[int]) -> set[PartitionAndReplica]:
+        tps = self.table.tps
+        by_broker = self.table.by_broker
         return {
-            PartitionAndReplica(tp, broker_id)
+            PartitionAndReplica(tps[pid], broker_id)
             for broker_id in set(broker_ids)
-            for tp in self._by_broker.get(broker_id, ())
+            for pid in by_broker.get(broker_id, ())
         }
 
     def replicas_for_topic(self, topic: str) -> set[PartitionAndReplica]:
+        column = self.table.assignment
         return {
             PartitionAndReplica(tp, replica)
-            for tp, assignment in self._assignments.get(topic, {}).items()
-            for replica in assignment.replicas
+            for tp, pid in self.table.by_topic.get(topic, {}).items()
+            for replica in (column[pid] or EMPTY_ASSIGNMENT).replicas
         }
 
     def replicas_for_partition(self, partitions: Iterable[TopicPartition]) -> set[PartitionAndReplica]:
@@ -400,72 +463,73 @@ class ControllerContext:
         }
 
     def all_live_replicas(self) -> set[PartitionAndReplica]:
+        tps = self.table.tps
+        by_broker = self.table.by_broker
         return {
-            PartitionAndReplica(tp, broker_id)
+            PartitionAndReplica(tps[pid], broker_id)
             for broker_id in self._live_ids
-            for tp in self._by_broker.get(broker_id, ())
-            if self.is_replica_online(broker_id, tp)
+            for pid in by_broker.get(broker_id, ())
+            if self.is_replica_online(broker_id, tps[pid])
         }
 
     def online_and_offline_replicas(self) -> tuple[set[PartitionAndReplica], set[PartitionAndReplica]]:
         """Split every assigned replica by ``is_replica_online`` (controller failover)."""
         online: set[PartitionAndReplica] = set()
         offline: set[PartitionAndReplica] = set()
-        for topic_map in self._assignments.values():
-            for tp, assignment in topic_map.items():
-                online_set = self.online_replica_set(tp)
-                for replica in assignment.replicas:
-                    (online if replica in online_set else offline).add(PartitionAndReplica(tp, replica))
+        for tp, assignment in self.iter_assignments():
+            online_set = self.online_replica_set(tp)
+            for replica in assignment.replicas:
+                (online if replica in online_set else offline).add(PartitionAndReplica(tp, replica))
         return online, offline
 
     # -- leadership cache --------------------------------------------------------------------
 
     def put_partition_leadership_info(self, tp: TopicPartition, info: LeaderIsrAndControllerEpoch) -> None:
-        previous = self._leadership.get(tp)
-        self._leadership[tp] = info
-        new_leader = info.leader_and_isr.leader
-        if previous is None:
-            self._index_leader(tp, new_leader)
-        elif previous.leader_and_isr.leader != new_leader:
-            self._unindex_leader(tp, previous.leader_and_isr.leader)
-            self._index_leader(tp, new_leader)
-        if tp.topic not in self._topics_to_be_deleted:
-            assignment = self.partition_full_replica_assignment(tp)
-            self._preferred_replica_imbalance_count += _imbalance(assignment, info) - _imbalance(assignment, previous)
+        self.put_leadership_by_id([(self.table.id_of(tp), info)])
 
     def put_partition_leadership_infos(
         self, infos: Iterable[tuple[TopicPartition, LeaderIsrAndControllerEpoch]]
     ) -> None:
         """``put_partition_leadership_info`` for many partitions in one pass (an election batch's results)."""
-        leadership = self._leadership
-        by_leader = self._by_leader
+        id_of = self.table.id_of
+        self.put_leadership_by_id([(id_of(tp), info) for tp, info in infos])
+
+    def put_leadership_by_id(self, infos: Iterable[tuple[int, LeaderIsrAndControllerEpoch]]) -> None:
+        """Cache each (partition number, leadership) in one pass: the leader index and the imbalance
+        gauge follow. An election batch's results (10,000 in a broker failure) come this way."""
+        table = self.table
+        leadership = table.leadership
+        assignments = table.assignment
+        tps = table.tps
+        by_leader = table.by_leader
         deleting = self._topics_to_be_deleted
-        assignments = self._assignments
         imbalance = 0
-        for tp, info in infos:
-            previous = leadership.get(tp)
-            leadership[tp] = info
+        added = 0
+        for pid, info in infos:
+            previous = leadership[pid]
+            leadership[pid] = info
             new_leader = info.leader_and_isr.leader
             moved = True
-            if previous is not None:
+            if previous is None:
+                added += 1
+            else:
                 old_leader = previous.leader_and_isr.leader
                 if old_leader == new_leader:
                     moved = False
                 else:
                     led = by_leader.get(old_leader)
                     if led is not None:
-                        led.discard(tp)
+                        led.discard(pid)
                         if not led:
                             del by_leader[old_leader]
             if moved:
                 led = by_leader.get(new_leader)
                 if led is None:
-                    by_leader[new_leader] = {tp}
+                    by_leader[new_leader] = {pid}
                 else:
-                    led.add(tp)
-            if tp.topic not in deleting:
-                topic_map = assignments.get(tp.topic)
-                assignment = None if topic_map is None else topic_map.get(tp)
+                    led.add(pid)
+            if not deleting or tps[pid].topic not in deleting:
+                assignment = assignments[pid]
                 if assignment is not None and assignment.replicas and not assignment.adding_replicas:
                     # ``_imbalance`` of the usual partition (not adding replicas), inlined: per partition.
                     preferred = assignment.replicas[0]
@@ -474,190 +538,170 @@ class ControllerContext:
                     )
                 else:
                     imbalance += _imbalance(assignment, info) - _imbalance(assignment, previous)
+        table.leadership_count += added
         self._preferred_replica_imbalance_count += imbalance
 
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
-        """``put_partition_leadership_info`` for many partitions; one pass when the cache is empty (failover)."""
-        if self._leadership:
-            self.put_partition_leadership_infos(infos.items())
-            return
-        self._leadership.update(infos)
-        by_leader = self._by_leader
-        deleting = self._topics_to_be_deleted
-        assignments = self._assignments
-        imbalance = 0
-        for tp, info in infos.items():
-            leader = info.leader_and_isr.leader
-            partitions = by_leader.get(leader)
-            if partitions is None:
-                by_leader[leader] = {tp}
-            else:
-                partitions.add(tp)
-            if tp.topic not in deleting:
-                topic_map = assignments.get(tp.topic)
-                imbalance += _imbalance(None if topic_map is None else topic_map.get(tp), info)
-        self._preferred_replica_imbalance_count += imbalance
+        """``put_partition_leadership_info`` for many partitions (failover: every partition, into an empty cache)."""
+        self.put_partition_leadership_infos(infos.items())
 
     def partition_leadership_info(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
-        return self._leadership.get(tp)
+        pid = self.table.ids.get(tp)
+        return None if pid is None else self.table.leadership[pid]
 
     @property
     def partitions_leadership_info(self) -> Mapping[TopicPartition, LeaderIsrAndControllerEpoch]:
-        return self._leadership
+        """A read-only view of the leadership column keyed by partition."""
+        return _ColumnView(self.table, self.table.leadership, _leadership_count)
 
     @property
     def partition_with_leaders_count(self) -> int:
         """Kafka's GlobalPartitionCount: partitions with leadership info."""
-        return len(self._leadership)
+        return self.table.leadership_count
 
     def clear_partition_leadership_info(self) -> None:
         """Drop the whole cache (failover re-reads it). The imbalance gauge restarts from zero."""
-        self._leadership.clear()
-        self._by_leader.clear()
+        table = self.table
+        table.leadership = [None] * len(table.tps)
+        table.leadership_count = 0
+        table.by_leader.clear()
         self._preferred_replica_imbalance_count = 0
-
-    def _index_leader(self, tp: TopicPartition, leader: int) -> None:
-        partitions = self._by_leader.get(leader)
-        if partitions is None:
-            self._by_leader[leader] = {tp}
-        else:
-            partitions.add(tp)
-
-    def _unindex_leader(self, tp: TopicPartition, leader: int) -> None:
-        partitions = self._by_leader.get(leader)
-        if partitions is not None:
-            partitions.discard(tp)
-            if not partitions:
-                del self._by_leader[leader]
 
     def partitions_with_leaders(self) -> set[TopicPartition]:
         """Partitions with leadership info, excluding topics queued for deletion."""
         queued = self._topics_to_be_deleted
-        if not queued:
-            return set(self._leadership)
-        return {tp for tp in self._leadership if tp.topic not in queued}
+        tps = self.table.tps
+        return {
+            tps[pid]
+            for pid, info in enumerate(self.table.leadership)
+            if info is not None and (not queued or tps[pid].topic not in queued)
+        }
 
     def partitions_with_offline_leader(self) -> set[TopicPartition]:
-        """Cached partitions whose leader is not online (-1 included), except topics being deleted.
+        """Cached partitions whose leader is not online (-1 included), except topics being deleted."""
+        return set(self.partitions_of(self.partition_ids_with_offline_leader()))
+
+    def partition_ids_with_offline_leader(self) -> list[int]:
+        """The numbers of ``partitions_with_offline_leader``, in partition order.
 
         Answered from the leader index: all partitions led by non-live ids, plus those led by live
         brokers from a failed log directory.
         """
-        result: set[TopicPartition] = set()
-        for leader, partitions in self._by_leader.items():
+        table = self.table
+        tps = table.tps
+        result: set[int] = set()
+        for leader, led in table.by_leader.items():
             if leader not in self._live_ids:
-                result.update(partitions)
+                result.update(led)
             else:
                 offline = self._offline_dirs.get(leader)
                 if offline:
-                    result.update(partitions & offline)
+                    result.update(pid for pid in led if tps[pid] in offline)
         queued = self._topics_to_be_deleted
         if queued and result:
-            result = {tp for tp in result if tp.topic not in queued}
-        return result
+            return sorted([pid for pid in result if tps[pid].topic not in queued], key=tps.__getitem__)
+        return sorted(result, key=tps.__getitem__)
 
     def partition_leaders_on_broker(self, broker_id: int) -> set[TopicPartition]:
         """Partitions led by ``broker_id`` with replication factor > 1, topic not queued for deletion."""
         queued = self._topics_to_be_deleted
+        table = self.table
+        tps, assignment = table.tps, table.assignment
         return {
-            tp
-            for tp in self._by_leader.get(broker_id, ())
-            if tp.topic not in queued and len(self.partition_full_replica_assignment(tp).replicas) > 1
+            tps[pid]
+            for pid in table.by_leader.get(broker_id, ())
+            if tps[pid].topic not in queued and len((assignment[pid] or EMPTY_ASSIGNMENT).replicas) > 1
         }
 
     # -- partition states --------------------------------------------------------------------
 
     def partition_state(self, tp: TopicPartition) -> PartitionState | None:
-        return self._partition_states.get(tp)
+        pid = self.table.ids.get(tp)
+        return None if pid is None else self.table.state[pid]
 
     @property
     def partition_states(self) -> Mapping[TopicPartition, PartitionState]:
-        return self._partition_states
+        """A read-only view of the partition-state column keyed by partition."""
+        return _ColumnView(self.table, self.table.state, _state_count)
 
     def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
         """Set a partition's state and keep the offline gauge and the state index right."""
-        current = self._partition_states.get(tp)
-        self._partition_states[tp] = state
-        if current is not state:
-            if current is not None and current is not PartitionState.ONLINE:
-                self._partitions_by_state[current].discard(tp)
-            if state is not PartitionState.ONLINE:
-                self._partitions_by_state[state].add(tp)
-        if tp.topic not in self._topics_with_deletion_started:
-            # A missing state counts as NonExistent, so entering Offline from nothing is +1.
-            if state is PartitionState.OFFLINE and current is not PartitionState.OFFLINE:
-                self._offline_partition_count += 1
-            elif current is PartitionState.OFFLINE and state is not PartitionState.OFFLINE:
-                self._offline_partition_count -= 1
+        self.move_partition_ids_to_state([self.table.id_of(tp)], state)
 
     def put_partition_states(self, states: Mapping[TopicPartition, PartitionState]) -> None:
-        """``put_partition_state`` for many partitions; one pass when none has a state yet (failover)."""
-        if self._partition_states:
-            for tp, state in states.items():
-                self.put_partition_state(tp, state)
-            return
-        self._partition_states.update(states)
-        by_state = self._partitions_by_state
-        started = self._topics_with_deletion_started
-        online, offline = PartitionState.ONLINE, PartitionState.OFFLINE
+        """``put_partition_state`` for many partitions (failover: every partition)."""
+        by_target: dict[PartitionState, list[int]] = {}
+        id_of = self.table.id_of
         for tp, state in states.items():
-            if state is not online:
-                by_state[state].add(tp)
-                if state is offline and tp.topic not in started:
-                    self._offline_partition_count += 1
+            by_target.setdefault(state, []).append(id_of(tp))
+        for state, ids in by_target.items():
+            self.move_partition_ids_to_state(ids, state)
 
     def move_partitions_to_state(
         self, partitions: Iterable[TopicPartition], state: PartitionState
     ) -> list[PartitionState | None]:
         """``put_partition_state(tp, state)`` for each partition in one pass; returns the state each had
-        before (None: none), in order. A broker failure moves 10,000 partitions to Offline, then back."""
-        states = self._partition_states
-        by_state = self._partitions_by_state
+        before (None: none), in order."""
+        return self.move_partition_ids_to_state(self.table.ids_of(partitions), state)
+
+    def move_partition_ids_to_state(self, ids: Iterable[int], state: PartitionState) -> list[PartitionState | None]:
+        """Set the state of each partition number in one pass, keeping the offline gauge and the state
+        index right; returns the state each had before (None: none), in order. A broker failure moves
+        10,000 partitions to Offline, then back."""
+        table = self.table
+        states = table.state
+        tps = table.tps
+        by_state = table.by_state
         started = self._topics_with_deletion_started
         online, offline = PartitionState.ONLINE, PartitionState.OFFLINE
         entered = None if state is online else by_state[state]
         offline_delta = 0
+        added = 0
         previous: list[PartitionState | None] = []
         append = previous.append
-        for tp in partitions:
-            current = states.get(tp)
-            states[tp] = state
+        for pid in ids:
+            current = states[pid]
+            states[pid] = state
             append(current)
             if current is state:
                 continue
-            if current is not None and current is not online:
-                by_state[current].discard(tp)
+            if current is None:
+                added += 1
+            elif current is not online:
+                by_state[current].discard(pid)
             if entered is not None:
-                entered.add(tp)
+                entered.add(pid)
             # A missing state counts as NonExistent, so entering Offline from nothing is +1.
             if state is offline:
-                if tp.topic not in started:
+                if not started or tps[pid].topic not in started:
                     offline_delta += 1
-            elif current is offline and tp.topic not in started:
+            elif current is offline and (not started or tps[pid].topic not in started):
                 offline_delta -= 1
+        table.state_count += added
         self._offline_partition_count += offline_delta
         return previous
 
     def put_missing_partition_states(self, partitions: Iterable[TopicPartition], state: PartitionState) -> None:
         """``put_partition_state_if_not_exists`` for many partitions (usually all have a state already)."""
-        states = self._partition_states
-        for tp in [tp for tp in partitions if tp not in states]:
-            self.put_partition_state(tp, state)
+        states = self.table.state
+        self.move_partition_ids_to_state([pid for pid in self.table.ids_of(partitions) if states[pid] is None], state)
 
     def put_partition_state_if_not_exists(self, tp: TopicPartition, state: PartitionState) -> None:
-        if tp not in self._partition_states:
-            self.put_partition_state(tp, state)
+        self.put_missing_partition_states((tp,), state)
 
     def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> set[TopicPartition]:
         """Partitions in any of ``states`` (optionally of one topic)."""
+        table = self.table
+        column = table.state
         if topic is not None:
-            return {tp for tp in self._assignments.get(topic, ()) if self._partition_states.get(tp) in states}
+            return {tp for tp, pid in table.by_topic.get(topic, {}).items() if column[pid] in states}
+        tps = table.tps
         result: set[TopicPartition] = set()
         for state in states:
             if state is PartitionState.ONLINE:
-                result.update(tp for tp, s in self._partition_states.items() if s is PartitionState.ONLINE)
+                result.update(tps[pid] for pid, s in enumerate(column) if s is PartitionState.ONLINE)
             else:
-                result.update(self._partitions_by_state[state])
+                result.update(tps[pid] for pid in table.by_state[state])
         return result
 
     def partitions_in_state(self, state: PartitionState, topic: str | None = None) -> set[TopicPartition]:
@@ -671,44 +715,58 @@ class ControllerContext:
         With ``default``, a partition without a state is first given it (the state machine's "put if
         not exists"), in the same pass.
         """
+        valid, invalid = self.check_valid_partition_id_state_change(self.table.ids_of(partitions), target, default)
+        return self.partitions_of(valid), self.partitions_of(invalid)
+
+    def check_valid_partition_id_state_change(
+        self, ids: Iterable[int], target: PartitionState, default: PartitionState | None = None
+    ) -> tuple[list[int], list[int]]:
+        """``check_valid_partition_state_change`` on partition numbers."""
         allowed = PARTITION_VALID_PREVIOUS[target]
-        states = self._partition_states
-        valid: list[TopicPartition] = []
-        invalid: list[TopicPartition] = []
-        for tp in partitions:
-            state = states.get(tp)
+        states = self.table.state
+        valid: list[int] = []
+        invalid: list[int] = []
+        missing: list[int] = []
+        for pid in ids:
+            state = states[pid]
             if state is None and default is not None:
-                self.put_partition_state(tp, default)
+                missing.append(pid)
                 state = default
-            (valid if state in allowed else invalid).append(tp)
+            (valid if state in allowed else invalid).append(pid)
+        if missing and default is not None:
+            self.move_partition_ids_to_state(missing, default)
         return valid, invalid
 
     # -- replica states ----------------------------------------------------------------------
 
     def replica_state(self, replica: PartitionAndReplica) -> ReplicaState | None:
-        states = self._replica_states.get(replica.topic_partition)
+        pid = self.table.ids.get(replica.topic_partition)
+        if pid is None:
+            return None
+        states = self.table.replica_states[pid]
         return None if states is None else states.get(replica.replica)
 
     def put_replica_state(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
-        tp = replica.topic_partition
-        states = self._replica_states.get(tp)
-        if states is None:
-            self._replica_states[tp] = {replica.replica: state}
-        else:
-            states[replica.replica] = state
+        self.move_replica_ids_of_broker(replica.replica, [self.table.id_of(replica.topic_partition)], state)
 
     def move_replicas_of_broker(
         self, broker_id: int, partitions: Iterable[TopicPartition], state: ReplicaState
     ) -> list[ReplicaState | None]:
         """``put_replica_state`` for ``broker_id``'s replica of each partition, in one pass; returns the
         state each had before (None: none), in order. A controlled shutdown moves 20,000 at once."""
-        all_states = self._replica_states
+        return self.move_replica_ids_of_broker(broker_id, self.table.ids_of(partitions), state)
+
+    def move_replica_ids_of_broker(
+        self, broker_id: int, ids: Iterable[int], state: ReplicaState
+    ) -> list[ReplicaState | None]:
+        """``move_replicas_of_broker`` on partition numbers."""
+        column = self.table.replica_states
         previous: list[ReplicaState | None] = []
         append = previous.append
-        for tp in partitions:
-            states = all_states.get(tp)
+        for pid in ids:
+            states = column[pid]
             if states is None:
-                all_states[tp] = {broker_id: state}
+                column[pid] = {broker_id: state}
                 append(None)
             else:
                 append(states.get(broker_id))
@@ -718,28 +776,40 @@ class ControllerContext:
     def load_replica_states(self, states: Mapping[TopicPartition, dict[int, ReplicaState]]) -> None:
         """Replace every replica state of each partition given at once (failover: every partition); each
         dict non-empty."""
-        self._replica_states.update(states)
+        self.load_replica_states_by_id(zip(self.table.ids_of(states), states.values(), strict=True))
+
+    def load_replica_states_by_id(self, states: Iterable[tuple[int, dict[int, ReplicaState]]]) -> None:
+        """``load_replica_states`` on partition numbers (the dicts are taken, not copied)."""
+        column = self.table.replica_states
+        for pid, replica_states in states:
+            column[pid] = replica_states
 
     def put_replica_state_if_not_exists(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
         if self.replica_state(replica) is None:
             self.put_replica_state(replica, state)
 
     def remove_replica_state(self, replica: PartitionAndReplica) -> None:
-        tp = replica.topic_partition
-        states = self._replica_states.get(tp)
+        pid = self.table.ids.get(replica.topic_partition)
+        if pid is None:
+            return
+        states = self.table.replica_states[pid]
         if states is not None:
             states.pop(replica.replica, None)
             if not states:
-                del self._replica_states[tp]
+                self.table.replica_states[pid] = None
 
     def replica_states_of(self, tp: TopicPartition) -> Mapping[int, ReplicaState]:
         """The recorded replica states of one partition (broker id -> state)."""
-        return self._replica_states.get(tp, {})
+        pid = self.table.ids.get(tp)
+        return (None if pid is None else self.table.replica_states[pid]) or {}
 
     def iter_replica_states(self) -> Iterator[tuple[PartitionAndReplica, ReplicaState]]:
-        for tp, states in self._replica_states.items():
-            for replica, state in states.items():
-                yield PartitionAndReplica(tp, replica), state
+        tps = self.table.tps
+        for pid, states in enumerate(self.table.replica_states):
+            if states:
+                tp = tps[pid]
+                for replica, state in states.items():
+                    yield PartitionAndReplica(tp, replica), state
 
     def check_valid_replica_state_change(
         self, replicas: Iterable[PartitionAndReplica], target: ReplicaState, default: ReplicaState | None = None
@@ -752,15 +822,17 @@ class ControllerContext:
         allowed = REPLICA_VALID_PREVIOUS[target]
         valid: list[PartitionAndReplica] = []
         invalid: list[PartitionAndReplica] = []
-        all_states = self._replica_states
+        column = self.table.replica_states
+        id_of = self.table.id_of
         for replica in replicas:
             tp, broker_id = replica
-            states = all_states.get(tp)
+            pid = id_of(tp)
+            states = column[pid]
             state = None if states is None else states.get(broker_id)
             if state is None and default is not None:
                 state = default
                 if states is None:
-                    all_states[tp] = {broker_id: default}
+                    column[pid] = {broker_id: default}
                 else:
                     states[broker_id] = default
             (valid if state in allowed else invalid).append(replica)
@@ -819,9 +891,10 @@ class ControllerContext:
         self._topics_ineligible_for_deletion.difference_update(topics)
 
     def _subtract_topic_imbalance(self, topic: str) -> None:
-        leadership = self._leadership
-        for tp, assignment in self._assignments.get(topic, {}).items():
-            self._preferred_replica_imbalance_count -= _imbalance(assignment, leadership.get(tp))
+        table = self.table
+        leadership, assignments = table.leadership, table.assignment
+        for pid in table.by_topic.get(topic, {}).values():
+            self._preferred_replica_imbalance_count -= _imbalance(assignments[pid], leadership[pid])
 
     # -- gauges --------------------------------------------------------------------------------
 

@@ -1093,13 +1093,17 @@ class Controller:
         ctx.add_shutting_down_broker(broker_id)
         self.scl.record("controlled_shutdown", broker_id=broker_id)
         deleting = ctx.topics_to_be_deleted
-        leadership = ctx.partitions_leadership_info
-        assignment_of = ctx.partition_full_replica_assignment
+        table = ctx.table
+        leadership, assignments, tps = table.leadership, table.assignment, table.tps
         led: list[TopicPartition] = []
         followed: list[TopicPartition] = []
-        for tp in ctx.partitions_on_broker(broker_id):  # every partition with a replica here: 30,000 at 100k
-            info = leadership.get(tp)
-            if info is None or tp.topic in deleting or len(assignment_of(tp).replicas) <= 1:
+        for pid in ctx.partition_ids_on_broker(broker_id):  # every partition with a replica here: 30,000 at 100k
+            info = leadership[pid]
+            assignment = assignments[pid]
+            if info is None or assignment is None or len(assignment.replicas) <= 1:
+                continue
+            tp = tps[pid]
+            if tp.topic in deleting:
                 continue
             (led if info.leader_and_isr.leader == broker_id else followed).append(tp)
         if led:

@@ -39,6 +39,7 @@ from controller_core.election import (
 )
 from controller_core.errors import ControllerMovedError, StateChangeFailedError, ZkOperationError
 from controller_core.model import (
+    EMPTY_ASSIGNMENT,
     INITIAL_LEADER_EPOCH,
     INITIAL_PARTITION_ZK_VERSION,
     LeaderAndIsr,
@@ -46,7 +47,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
+from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import PartitionState
 
@@ -164,14 +165,15 @@ class PartitionStateMachine:
         """Move ``partitions`` to ``target``; return the outcome of each *election* (§4.2).
 
         Partitions initialized from New, and transitions to New/Offline/NonExistent, are not in
-        the result. The requests are sent as one batch at the end.
+        the result. The requests are sent as one batch at the end. The partitions become numbers
+        of the context's table once, here; the work below is on the table's columns.
         """
         requested = list(dict.fromkeys(partitions))
         if not requested:
             return {}
         try:
             self._batch.new_batch()
-            results = self._do_handle_state_changes(requested, target, strategy)
+            results = self._do_handle_state_changes(self._ctx.partition_ids(requested), target, strategy)
             self._batch.send_requests_to_brokers(self._ctx.epoch)
             return results
         except ControllerMovedError:
@@ -183,37 +185,42 @@ class PartitionStateMachine:
 
     def _do_handle_state_changes(
         self,
-        partitions: Sequence[TopicPartition],
+        ids: Sequence[int],
         target: PartitionState,
         strategy: ElectionStrategy | None,
     ) -> ElectionResults:
         ctx = self._ctx
-        valid, invalid = ctx.check_valid_partition_state_change(partitions, target, default=_P.NON_EXISTENT)
+        table = ctx.table
+        tps = table.tps
+        valid, invalid = ctx.check_valid_partition_id_state_change(ids, target, default=_P.NON_EXISTENT)
         if invalid:
-            self._log_invalid(invalid, target)
+            self._log_invalid(ctx.partitions_of(invalid), target)
         if target is _P.OFFLINE:
-            # One pass over the context for all of them (a broker failure: 10,000), then the records,
+            # One pass over the table for all of them (a broker failure: 10,000), then the records,
             # which keep the leader each partition loses (the broker whose loss caused it).
-            leadership = ctx.partitions_leadership_info
+            leadership = table.leadership
             rows: list[PartitionRow] = []
             append = rows.append
-            for tp, current in zip(valid, ctx.move_partitions_to_state(valid, target), strict=True):
+            for pid, current in zip(valid, ctx.move_partition_ids_to_state(valid, target), strict=True):
                 if current is not target:  # Offline -> Offline changes nothing worth a record
-                    info = leadership.get(tp)
-                    append((tp, current, target, None, None if info is None else info.leader_and_isr, None, None))
+                    info = leadership[pid]
+                    append((tps[pid], current, target, None, None if info is None else info.leader_and_isr, None, None))
             self._log.partition_records("partition_transition", rows)
             return {}
         if target is not _P.ONLINE:
-            for tp in valid:
+            for tp in ctx.partitions_of(valid):
                 self._put(tp, target)
             return {}
 
-        states = ctx.partition_states
+        states = table.state
         new = _P.NEW
         uninitialized: list[TopicPartition] = []
-        to_elect: list[TopicPartition] = []
-        for tp in valid:
-            (uninitialized if states[tp] is new else to_elect).append(tp)
+        to_elect: list[int] = []
+        for pid in valid:
+            if states[pid] is new:
+                uninitialized.append(tps[pid])
+            else:
+                to_elect.append(pid)
         if uninitialized:
             for tp, leader_and_isr in self._initialize_leader_and_isr(uninitialized):
                 self._put(tp, _P.ONLINE, leader_and_isr)
@@ -221,9 +228,9 @@ class PartitionStateMachine:
             return {}
         if strategy is None:
             raise ValueError("Election strategy is a required field when the target state is OnlinePartition")
-        results = self._elect_leader_for_partitions(to_elect, strategy)
+        results, elected = self._elect_leader_for_partitions(to_elect, strategy)
         # The election record already carries this transition.
-        ctx.move_partitions_to_state([tp for tp, o in results.items() if not isinstance(o, Exception)], _P.ONLINE)
+        ctx.move_partition_ids_to_state(elected, _P.ONLINE)
         return results
 
     def _put(
@@ -290,14 +297,17 @@ class PartitionStateMachine:
     # -- Offline/Online -> Online: elections (§4.4) --------------------------------------------------
 
     def _elect_leader_for_partitions(
-        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy
-    ) -> ElectionResults:
-        """Elect until every partition has finished; version conflicts are retried without limit."""
+        self, ids: Sequence[int], strategy: ElectionStrategy
+    ) -> tuple[ElectionResults, list[int]]:
+        """Elect until every partition has finished; version conflicts are retried without limit.
+
+        Returns every partition's outcome and the numbers of those elected."""
         results: ElectionResults = {}
-        remaining: Sequence[TopicPartition] = partitions
+        elected: list[int] = []
+        remaining: Sequence[int] = ids
         from_cache = self.decide_from_cache  # conflicts always re-read (controller_core.cached_states)
         while remaining:
-            finished, remaining = self._do_elect_leader_for_partitions(remaining, strategy, from_cache)
+            finished, remaining = self._do_elect_leader_for_partitions(remaining, strategy, elected, from_cache)
             from_cache = False
             for tp, outcome in finished.items():
                 if isinstance(outcome, Exception):
@@ -311,21 +321,26 @@ class PartitionStateMachine:
                     strategy.name,
                     len(remaining),
                 )
-        return results
+        return results, elected
 
     def _do_elect_leader_for_partitions(
-        self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy, from_cache: bool = False
-    ) -> tuple[ElectionResults, list[TopicPartition]]:
+        self, ids: Sequence[int], strategy: ElectionStrategy, elected: list[int], from_cache: bool = False
+    ) -> tuple[ElectionResults, list[int]]:
+        """One round: decide, write, cache and request; the numbers written go to ``elected``; returns
+        the finished partitions' outcomes and the numbers to retry on fresh reads."""
         ctx = self._ctx
-        cached = self._candidates_from_cache(partitions) if from_cache else None
+        table = ctx.table
+        tps = table.tps
+        cached = self._candidates_from_cache(ids) if from_cache else None
         if cached is None:
+            partitions = ctx.partitions_of(ids)
             try:
                 reads = current_partition_states(ctx, self._store, partitions, from_cache)
             except ControllerMovedError:
                 raise
             except Exception as e:
                 return dict.fromkeys(partitions, e), []
-            candidates, failed = self._candidates_from_reads(partitions, reads)
+            candidates, failed = self._candidates_from_reads(ids, reads)
         else:
             candidates, failed = cached
         if not candidates:
@@ -335,29 +350,29 @@ class PartitionStateMachine:
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
         # A cached state that allows no election is confirmed on ZooKeeper before the partition
         # fails: no write means no conflict would have caught a stale cache.
-        unconfirmed: list[TopicPartition] = []
-        for tp, outcome in outcomes.items():
+        unconfirmed: list[int] = []
+        for pid, outcome in outcomes.items():
             if outcome.leader_and_isr is None and from_cache:
-                unconfirmed.append(tp)
+                unconfirmed.append(pid)
             elif outcome.leader_and_isr is None:
-                failed[tp] = StateChangeFailedError(
-                    f"Failed to elect leader for partition {tp} under strategy {strategy}"
+                failed[tps[pid]] = StateChangeFailedError(
+                    f"Failed to elect leader for partition {tps[pid]} under strategy {strategy}"
                 )
             else:
-                to_write[tp] = outcome.leader_and_isr
+                to_write[tps[pid]] = outcome.leader_and_isr
                 if outcome.unclean:
                     self.unclean_leader_elections += 1
         if not to_write:
             return failed, unconfirmed
 
         results: ElectionResults = {}
-        retry: list[TopicPartition] = []
+        retry: list[int] = []
         before = dict(candidates)
-        requests: list[LeaderAndIsrEntry] = []
-        written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
+        requests: list[LeaderAndIsrIdEntry] = []
+        written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         epoch = ctx.epoch
-        assignment_of = ctx.partition_full_replica_assignment
-        state_of = ctx.partition_states.get
+        ids_get = table.ids.__getitem__
+        assignments, states = table.assignment, table.state
         records: list[PartitionRow] = []
         record = records.append
         name = strategy.name
@@ -365,62 +380,65 @@ class PartitionStateMachine:
         # Results are used as each multi comes back, while ZooKeeper applies the next ones.
         try:
             for tp, result in self._store.update_leader_and_isr_iter(to_write, epoch, ctx.epoch_zk_version):
+                pid = ids_get(tp)
                 if result is None:
-                    retry.append(tp)
+                    retry.append(pid)
                     continue
                 if isinstance(result, Exception):
                     results[tp] = result
                     continue
                 info = LeaderIsrAndControllerEpoch(result, epoch)
-                written.append((tp, info))
-                outcome = outcomes[tp]
-                requests.append((outcome.recipients, tp, info, assignment_of(tp)))
-                record((tp, state_of(tp), online, name, before[tp], result, outcome.unclean))
+                written.append((pid, info))
+                outcome = outcomes[pid]
+                requests.append((outcome.recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
+                record((tp, states[pid], online, name, before[pid], result, outcome.unclean))
                 results[tp] = result
         finally:  # what was written is recorded, cached and requested even when a later multi fails
             self._log.partition_records("election", records)
-            ctx.put_partition_leadership_infos(written)
-            self._batch.add_leader_and_isr_requests(requests, is_new=False)
+            ctx.put_leadership_by_id(written)
+            self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
+            elected.extend(pid for pid, _ in written)
         results.update(failed)
         return results, [*retry, *unconfirmed]
 
-    def _candidates_from_cache(
-        self, partitions: Sequence[TopicPartition]
-    ) -> tuple[list[tuple[TopicPartition, LeaderAndIsr]], ElectionResults] | None:
-        """(candidates, failed) straight from the leadership cache, in the order of ``partitions``; None
-        when one is not cached (``current_partition_states`` then reads those, keeping the order)."""
+    def _candidates_from_cache(self, ids: Sequence[int]) -> tuple[list[_Candidate], ElectionResults] | None:
+        """(candidates, failed) straight from the leadership column, in the order of ``ids``; None when
+        one is not cached (``current_partition_states`` then reads those, keeping the order)."""
         ctx = self._ctx
-        cached = ctx.partitions_leadership_info
+        cached = ctx.table.leadership
         epoch = ctx.epoch
-        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        candidates: list[_Candidate] = []
         append = candidates.append
         failed: ElectionResults = {}
-        for tp in partitions:
-            info = cached.get(tp)
+        for pid in ids:
+            info = cached[pid]
             if info is None:
                 return None
             if info.controller_epoch > epoch:
+                tp = ctx.table.tps[pid]
                 failed[tp] = _written_by_newer_controller(tp, info.controller_epoch, epoch)
             else:
-                append((tp, info.leader_and_isr))
+                append((pid, info.leader_and_isr))
         return candidates, failed
 
     def _candidates_from_reads(
-        self, partitions: Sequence[TopicPartition], reads: Mapping[TopicPartition, PartitionStateRead]
-    ) -> tuple[list[tuple[TopicPartition, LeaderAndIsr]], ElectionResults]:
-        """(candidates, failed) from the states read, in the order of ``partitions``."""
+        self, ids: Sequence[int], reads: Mapping[TopicPartition, PartitionStateRead]
+    ) -> tuple[list[_Candidate], ElectionResults]:
+        """(candidates, failed) from the states read, in the order of ``ids``."""
         ctx = self._ctx
-        candidates: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        tps = ctx.table.tps
+        candidates: list[_Candidate] = []
         failed: ElectionResults = {}
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
-        for tp in partitions:
+        for pid in ids:
+            tp = tps[pid]
             read = reads.get(tp)
             state = None if read is None else read.state
             if state is not None and read is not None and read.code is ok:
                 if state.controller_epoch > epoch:
                     failed[tp] = _written_by_newer_controller(tp, state.controller_epoch, epoch)
                 else:
-                    candidates.append((tp, state.leader_and_isr))
+                    candidates.append((pid, state.leader_and_isr))
             elif read is None or read.code is no_node or read.code is ok:
                 failed[tp] = StateChangeFailedError(
                     f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
@@ -429,9 +447,7 @@ class PartitionStateMachine:
                 failed[tp] = ZkOperationError(read.code, state_znode_path(tp))
         return candidates, failed
 
-    def _run_strategy(
-        self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], strategy: ElectionStrategy
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    def _run_strategy(self, candidates: Sequence[_Candidate], strategy: ElectionStrategy) -> dict[int, ElectionOutcome]:
         """Apply ``strategy`` to every candidate (the strategy is dispatched once, not per partition).
 
         Each distinct shape (replica list, ISR, online set, unclean flag) is decided once by the pure
@@ -440,65 +456,67 @@ class PartitionStateMachine:
         dozen shapes.
         """
         ctx = self._ctx
+        tps = ctx.table.tps
+        assignments = ctx.table.assignment
         online = ctx.online_replica_set
         # Without failed log directories every partition sees the same online sets.
         per_partition = ctx.has_replicas_on_offline_dirs
         shared = ctx.live_broker_ids
-        assignment = ctx.partition_full_replica_assignment
         decided: dict[_Shape, ElectionOutcome] = {}
         derive = _derive
-        out: dict[TopicPartition, ElectionOutcome] = {}
+        out: dict[int, ElectionOutcome] = {}
+        empty = EMPTY_ASSIGNMENT
         match strategy:
             case OfflineStrategy(allow_unclean=allow_unclean):
-                for tp, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean):
+                for pid, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean):
                     if current is None:
-                        out[tp] = _NO_OUTCOME
+                        out[pid] = _NO_OUTCOME
                         continue
-                    replicas = assignment(tp).replicas
-                    live = online(tp) if per_partition else shared
+                    replicas = (assignments[pid] or empty).replicas
+                    live = online(tps[pid]) if per_partition else shared
                     key = (replicas, current.isr, live, unclean)
                     shape = decided.get(key)
                     if shape is None:
-                        out[tp] = decided[key] = elect_offline(current, replicas, live, unclean)
+                        out[pid] = decided[key] = elect_offline(current, replicas, live, unclean)
                     else:
-                        out[tp] = derive(shape, current)
+                        out[pid] = derive(shape, current)
             case ReassignStrategy():
-                for tp, current in candidates:
-                    full = assignment(tp)
-                    live = online(tp) if per_partition else shared
+                for pid, current in candidates:
+                    full = assignments[pid] or empty
+                    live = online(tps[pid]) if per_partition else shared
                     key = (full.target_replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
-                        out[tp] = decided[key] = elect_reassign(current, full, live)
+                        out[pid] = decided[key] = elect_reassign(current, full, live)
                     else:
-                        out[tp] = derive(shape, current)
+                        out[pid] = derive(shape, current)
             case PreferredStrategy():
-                for tp, current in candidates:
-                    replicas = assignment(tp).replicas
-                    live = online(tp) if per_partition else shared
+                for pid, current in candidates:
+                    replicas = (assignments[pid] or empty).replicas
+                    live = online(tps[pid]) if per_partition else shared
                     key = (replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
-                        out[tp] = decided[key] = elect_preferred(current, replicas, live)
+                        out[pid] = decided[key] = elect_preferred(current, replicas, live)
                     else:
-                        out[tp] = derive(shape, current)
+                        out[pid] = derive(shape, current)
             case ControlledShutdownStrategy():
                 shutting_down = ctx.shutting_down_broker_ids
                 shared = ctx.live_or_shutting_down_broker_ids
-                for tp, current in candidates:
-                    replicas = assignment(tp).replicas
-                    live = online(tp, True) if per_partition else shared
+                for pid, current in candidates:
+                    replicas = (assignments[pid] or empty).replicas
+                    live = online(tps[pid], True) if per_partition else shared
                     key = (replicas, current.isr, live, False)
                     shape = decided.get(key)
                     if shape is None:
-                        out[tp] = decided[key] = elect_controlled_shutdown(current, replicas, live, shutting_down)
+                        out[pid] = decided[key] = elect_controlled_shutdown(current, replicas, live, shutting_down)
                     else:
-                        out[tp] = derive(shape, current)
+                        out[pid] = derive(shape, current)
         return out
 
     def _collect_unclean_leader_election_state(
-        self, candidates: Sequence[tuple[TopicPartition, LeaderAndIsr]], allow_unclean: bool
-    ) -> list[tuple[TopicPartition, LeaderAndIsr | None, bool]]:
+        self, candidates: Sequence[_Candidate], allow_unclean: bool
+    ) -> list[tuple[int, LeaderAndIsr | None, bool]]:
         """Decide per partition whether an unclean election is allowed (§4.4 step 3).
 
         Only partitions without any online in-sync replica need the answer; for them the topic
@@ -507,23 +525,24 @@ class PartitionStateMachine:
         state, so no leader is elected for it.
         """
         ctx = self._ctx
-        decided: list[tuple[TopicPartition, LeaderAndIsr | None, bool]] = []
-        without_live_isr: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        tps = ctx.table.tps
+        decided: list[tuple[int, LeaderAndIsr | None, bool]] = []
+        without_live_isr: list[_Candidate] = []
         # Without failed log directories every partition sees the same online set.
         shared = None if ctx.has_replicas_on_offline_dirs else ctx.live_broker_ids
-        for tp, current in candidates:
-            online = shared if shared is not None else ctx.online_replica_set(tp)
+        for pid, current in candidates:
+            online = shared if shared is not None else ctx.online_replica_set(tps[pid])
             if online.isdisjoint(current.isr):
-                without_live_isr.append((tp, current))
+                without_live_isr.append((pid, current))
             else:
-                decided.append((tp, current, False))
+                decided.append((pid, current, False))
         if not without_live_isr:
             return decided
         if allow_unclean:
-            decided.extend((tp, current, True) for tp, current in without_live_isr)
+            decided.extend((pid, current, True) for pid, current in without_live_isr)
             return decided
 
-        topics = {tp.topic for tp, _ in without_live_isr}
+        topics = {tps[pid].topic for pid, _ in without_live_isr}
         read_error: Exception | None = None
         try:
             configs: Mapping[str, Mapping[str, str]] = self._store.get_topic_configs(topics)
@@ -542,13 +561,14 @@ class PartitionStateMachine:
                 enabled[topic] = self.unclean_leader_election_enable if value is None else parse_config_bool(value)
             except ValueError as e:
                 enabled[topic] = e
-        for tp, current in without_live_isr:
+        for pid, current in without_live_isr:
+            tp = tps[pid]
             flag = enabled[tp.topic]
             if isinstance(flag, Exception):
                 self._log.failed_partition_change(tp, ctx.partition_state(tp), _P.ONLINE, flag, OfflineStrategy.name)
-                decided.append((tp, None, False))
+                decided.append((pid, None, False))
             else:
-                decided.append((tp, current, flag))
+                decided.append((pid, current, flag))
         return decided
 
     # -- logging -------------------------------------------------------------------------------------
@@ -574,6 +594,9 @@ def _written_by_newer_controller(tp: TopicPartition, written_epoch: int, epoch: 
         "This controller probably went through a soft failure."
     )
 
+
+_Candidate = tuple[int, LeaderAndIsr]
+"""A partition number and the state its election decides from."""
 
 _Shape = tuple[tuple[int, ...], tuple[int, ...], AbstractSet[int], bool]
 """What an election depends on: replica list (a reassignment: its targets), ISR, online set, unclean flag."""

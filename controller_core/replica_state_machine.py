@@ -30,7 +30,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
+from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import ReplicaState
 
@@ -118,14 +118,20 @@ class ReplicaStateMachine:
         unless log directories have failed (then the online set depends on the partition).
         """
         ctx = self._ctx
-        leadership = ctx.partitions_leadership_info
+        table = ctx.table
+        leadership, assignments = table.leadership, table.assignment
         per_partition = ctx.has_replicas_on_offline_dirs
         live = ctx.live_broker_ids
         splits: dict[tuple[int, ...], _Split] = {}
-        states: dict[TopicPartition, dict[int, ReplicaState]] = {}
-        requests: list[LeaderAndIsrEntry] = []
+        states: list[tuple[int, dict[int, ReplicaState]]] = []
+        add_states = states.append
+        requests: list[LeaderAndIsrIdEntry] = []
+        add_request = requests.append
         online_count = 0
-        for tp, assignment in ctx.iter_assignments():
+        for tp, pid in ctx.iter_assigned_ids():
+            assignment = assignments[pid]
+            if assignment is None:
+                continue
             replicas = assignment.replicas
             known = None if per_partition else splits.get(replicas)
             if known is not None:
@@ -136,18 +142,18 @@ class ReplicaStateMachine:
                 initial, online_here, offline_here = splits[replicas] = _split(replicas, live)
             if not initial:
                 continue
-            states[tp] = initial.copy()
+            add_states((pid, initial.copy()))
             for replica_id in offline_here:
                 offline.append(PartitionAndReplica(tp, replica_id))
             if online_here:
                 online_count += len(online_here)
                 # Step 2 in bulk: Online -> Online is always valid, changes no state and sends each
                 # online replica a LeaderAndIsr. One entry per partition instead of one per replica.
-                info = leadership.get(tp)
+                info = leadership[pid]
                 if info is not None:
-                    requests.append((online_here, tp, info, assignment))
-        ctx.load_replica_states(states)
-        self._batch.add_leader_and_isr_requests(requests, is_new=False)
+                    add_request((online_here, pid, info, assignment))
+        ctx.load_replica_states_by_id(states)
+        self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
         return online_count
 
     def shutdown(self) -> None:
@@ -278,13 +284,13 @@ class ReplicaStateMachine:
     def _to_offline(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
         batch = self._batch
-        leadership = ctx.partitions_leadership_info
+        table = ctx.table
+        leadership = table.leadership
         with_leadership: list[TopicPartition] = []
         without_leadership: list[PartitionAndReplica] = []
-        for replica in replicas:
-            tp = replica.topic_partition
-            if tp in leadership:
-                with_leadership.append(tp)
+        for replica, pid in zip(replicas, ctx.partition_ids([r.topic_partition for r in replicas]), strict=True):
+            if leadership[pid] is not None:
+                with_leadership.append(replica.topic_partition)
             else:
                 without_leadership.append(replica)
         batch.add_stop_replica_requests_for_broker(broker_id, [r.topic_partition for r in replicas], False)

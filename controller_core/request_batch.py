@@ -75,6 +75,10 @@ UpdateMetadataResponseCallback = Callable[[int, UpdateMetadataResponse], None]
 LeaderAndIsrEntry = tuple[Iterable[int], TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment]
 """``(broker_ids, partition, leadership, assignment)``: one partition of ``add_leader_and_isr_requests``."""
 
+LeaderAndIsrIdEntry = tuple[Iterable[int], int, LeaderIsrAndControllerEpoch, ReplicaAssignment]
+"""``(broker_ids, partition number, leadership, assignment)``: one partition of
+``add_leader_and_isr_requests_by_id`` (the number is the context's ``table`` row)."""
+
 StopReplicaResponseCallback = Callable[[int, ErrorCode, Mapping[TopicPartition, ErrorCode]], None]
 """``(broker_id, top_level_error, errors of partitions being deleted)``: enqueue a
 TopicDeletionStopReplicaResponseReceived event. Called only when the request carried
@@ -111,10 +115,11 @@ class ControllerBrokerRequestBatch:
         self.on_leader_and_isr_response = on_leader_and_isr_response
         self.on_update_metadata_response = on_update_metadata_response
         self.on_stop_replica_response = on_stop_replica_response
-        self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        # Pending partitions are keyed by the context's partition numbers (ints hash for free).
+        self._leader_and_isr: dict[int, dict[int, LeaderAndIsrPartitionState]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
-        self._update_metadata_partitions: dict[TopicPartition, None] = {}  # insertion-ordered set
+        self._update_metadata_partitions: dict[int, None] = {}  # insertion-ordered set of partition numbers
         # The registered-id set last merged into the UpdateMetadata targets. The context replaces
         # that frozenset on every membership change, so identity tells us whether to merge again.
         self._merged_registered: frozenset[int] | None = None
@@ -150,7 +155,11 @@ class ControllerBrokerRequestBatch:
 
     @property
     def leader_and_isr_requests(self) -> Mapping[int, Mapping[TopicPartition, LeaderAndIsrPartitionState]]:
-        return MappingProxyType(self._leader_and_isr)
+        tps = self._ctx.table.tps
+        return {
+            broker: {tps[pid]: state for pid, state in states.items()}
+            for broker, states in self._leader_and_isr.items()
+        }
 
     @property
     def stop_replica_requests(self) -> Mapping[int, Mapping[TopicPartition, StopReplicaPartitionState]]:
@@ -162,7 +171,7 @@ class ControllerBrokerRequestBatch:
 
     @property
     def update_metadata_partitions(self) -> list[TopicPartition]:
-        return list(self._update_metadata_partitions)
+        return self._ctx.partitions_of(self._update_metadata_partitions)
 
     # -- adding ------------------------------------------------------------------------------------
 
@@ -181,12 +190,22 @@ class ControllerBrokerRequestBatch:
 
     def add_leader_and_isr_requests(self, entries: Iterable[LeaderAndIsrEntry], is_new: bool) -> None:
         """``add_leader_and_isr_request_for_brokers`` for many partitions in one pass: each entry is
-        ``(broker_ids, partition, leadership, assignment)``. A failover adds all 100,000 this way."""
+        ``(broker_ids, partition, leadership, assignment)``."""
+        id_of = self._ctx.table.id_of
+        self.add_leader_and_isr_requests_by_id(
+            [(broker_ids, id_of(tp), info, assignment) for broker_ids, tp, info, assignment in entries], is_new
+        )
+
+    def add_leader_and_isr_requests_by_id(self, entries: Iterable[LeaderAndIsrIdEntry], is_new: bool) -> None:
+        """``add_leader_and_isr_requests`` keyed by partition number: the state machines' bulk path (a
+        failover adds all 100,000 partitions this way, a broker failure its 10,000 elections)."""
         pending = self._leader_and_isr
         update_metadata = self._update_metadata_partitions
+        tps = self._ctx.table.tps
         added = False
         for broker_ids, tp, info, assignment in entries:
             added = True
+            pid = tp
             plain: LeaderAndIsrPartitionState | None = None
             fresh: LeaderAndIsrPartitionState | None = None
             for broker_id in broker_ids:
@@ -195,16 +214,16 @@ class ControllerBrokerRequestBatch:
                 per_broker = pending.get(broker_id)
                 if per_broker is None:
                     per_broker = pending[broker_id] = {}
-                previous = per_broker.get(tp)
+                previous = per_broker.get(pid)
                 if is_new or (previous is not None and previous.is_new):
                     if fresh is None:
-                        fresh = _leader_and_isr_state(tp, info, assignment, True)
-                    per_broker[tp] = fresh
+                        fresh = _leader_and_isr_state(tps[pid], info, assignment, True)
+                    per_broker[pid] = fresh
                 else:
                     if plain is None:
-                        plain = _leader_and_isr_state(tp, info, assignment, False)
-                    per_broker[tp] = plain
-            update_metadata[tp] = None
+                        plain = _leader_and_isr_state(tps[pid], info, assignment, False)
+                    per_broker[pid] = plain
+            update_metadata[pid] = None
         if added:
             registered = self._ctx.live_or_shutting_down_broker_ids
             if registered is not self._merged_registered:
@@ -261,8 +280,7 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         """Send ``broker_ids`` the metadata of ``partitions`` (none: just the live-broker list)."""
         self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)
-        for tp in partitions:
-            self._update_metadata_partitions[tp] = None
+        self._update_metadata_partitions.update(dict.fromkeys(self._ctx.table.ids_of(partitions)))
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -350,21 +368,23 @@ class ControllerBrokerRequestBatch:
         skipped = 0
         # Runs for every partition after a failover (100,000+): lookups bound once, and the
         # usual "every replica online" answered by one C-level subset test.
-        leadership = ctx.partitions_leadership_info
-        assignment_of = ctx.partition_full_replica_assignment
+        table = ctx.table
+        leadership, assignments, tps = table.leadership, table.assignment, table.tps
         deleting = ctx.topics_to_be_deleted
         live = ctx.live_broker_ids
         per_partition_online = ctx.has_replicas_on_offline_dirs
         # Offline replicas depend only on the replica list while no log dir failed, and a cluster
         # has few distinct replica lists: compute each once.
         offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
-        for tp in self._update_metadata_partitions:
-            info = leadership.get(tp)
+        for pid in self._update_metadata_partitions:
+            info = leadership[pid]
             if info is None:
                 skipped += 1
                 continue
+            tp = tps[pid]
             leader_and_isr = info.leader_and_isr
-            replicas = assignment_of(tp).replicas
+            assignment = assignments[pid]
+            replicas = () if assignment is None else assignment.replicas
             # Shutting-down brokers count as offline here: clients must stop using them.
             if per_partition_online:
                 online = ctx.online_replica_set(tp)
