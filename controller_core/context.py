@@ -582,7 +582,7 @@ class ControllerContext:
         return set(self.partitions_of(self.partition_ids_with_offline_leader()))
 
     def partition_ids_with_offline_leader(self) -> list[int]:
-        """The numbers of ``partitions_with_offline_leader``, in partition order.
+        """The numbers of ``partitions_with_offline_leader``, in number order.
 
         Answered from the leader index: all partitions led by non-live ids, plus those led by live
         brokers from a failed log directory.
@@ -599,8 +599,8 @@ class ControllerContext:
                     result.update(pid for pid in led if tps[pid] in offline)
         queued = self._topics_to_be_deleted
         if queued and result:
-            return sorted([pid for pid in result if tps[pid].topic not in queued], key=tps.__getitem__)
-        return sorted(result, key=tps.__getitem__)
+            return sorted([pid for pid in result if tps[pid].topic not in queued])
+        return sorted(result)
 
     def partition_leaders_on_broker(self, broker_id: int) -> set[TopicPartition]:
         """Partitions led by ``broker_id`` with replication factor > 1, topic not queued for deletion."""
@@ -691,18 +691,21 @@ class ControllerContext:
 
     def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> set[TopicPartition]:
         """Partitions in any of ``states`` (optionally of one topic)."""
+        return set(self.partitions_of(self.partition_ids_in_states(states, topic)))
+
+    def partition_ids_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[int]:
+        """The numbers of ``partitions_in_states``, in number order."""
         table = self.table
         column = table.state
         if topic is not None:
-            return {tp for tp, pid in table.by_topic.get(topic, {}).items() if column[pid] in states}
-        tps = table.tps
-        result: set[TopicPartition] = set()
+            return sorted(pid for pid in table.by_topic.get(topic, {}).values() if column[pid] in states)
+        result: set[int] = set()
         for state in states:
             if state is PartitionState.ONLINE:
-                result.update(tps[pid] for pid, s in enumerate(column) if s is PartitionState.ONLINE)
+                result.update(pid for pid, s in enumerate(column) if s is PartitionState.ONLINE)
             else:
-                result.update(tps[pid] for pid in table.by_state[state])
-        return result
+                result.update(table.by_state[state])
+        return sorted(result)
 
     def partitions_in_state(self, state: PartitionState, topic: str | None = None) -> set[TopicPartition]:
         return self.partitions_in_states((state,), topic)

@@ -795,8 +795,8 @@ class Controller:
 
     def _elect_offline_leaders(self) -> bool:
         """Move every partition whose leader is offline to Offline and elect; False if there was none."""
-        offline_leaders = self.ctx.partitions_with_offline_leader()
-        self.partition_sm.handle_state_changes(offline_leaders, _P.OFFLINE)
+        offline_leaders = self.ctx.partition_ids_with_offline_leader()
+        self.partition_sm.handle_partition_ids(offline_leaders, _P.OFFLINE)
         self.partition_sm.trigger_online_partition_state_change()
         # The new leaders hear of it now, not after the ISR shrinks below: until their LeaderAndIsr
         # arrives those partitions have no leader serving, and the shrinks (twice as many writes

@@ -20,7 +20,7 @@ Failure behaviour (§4.2, §15.7):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from controller_core.cached_states import current_partition_states
@@ -44,6 +44,7 @@ from controller_core.model import (
     INITIAL_PARTITION_ZK_VERSION,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
     TopicPartition,
 )
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
@@ -148,11 +149,12 @@ class PartitionStateMachine:
         elections; a topic's own ``unclean.leader.election.enable`` still applies.
         """
         ctx = self._ctx
-        partitions: Iterable[TopicPartition] = ctx.partitions_in_states((_P.OFFLINE, _P.NEW), topic)
+        ids = ctx.partition_ids_in_states((_P.OFFLINE, _P.NEW), topic)
         queued = ctx.topics_to_be_deleted
         if queued:
-            partitions = [tp for tp in partitions if tp.topic not in queued]
-        return self.handle_state_changes(partitions, _P.ONLINE, OfflineStrategy(allow_unclean=False))
+            tps = ctx.table.tps
+            ids = [pid for pid in ids if tps[pid].topic not in queued]
+        return self.handle_partition_ids(ids, _P.ONLINE, OfflineStrategy(allow_unclean=False))
 
     # -- transitions -------------------------------------------------------------------------------
 
@@ -168,12 +170,19 @@ class PartitionStateMachine:
         the result. The requests are sent as one batch at the end. The partitions become numbers
         of the context's table once, here; the work below is on the table's columns.
         """
-        requested = list(dict.fromkeys(partitions))
+        return self.handle_partition_ids(self._ctx.partition_ids(partitions), target, strategy)
+
+    def handle_partition_ids(
+        self, ids: Iterable[int], target: PartitionState, strategy: ElectionStrategy | None = None
+    ) -> ElectionResults:
+        """``handle_state_changes`` for partition numbers of the context's table (the controller's bulk
+        events: a broker failure's leaderless partitions come from the leader index as numbers)."""
+        requested = list(dict.fromkeys(ids))
         if not requested:
             return {}
         try:
             self._batch.new_batch()
-            results = self._do_handle_state_changes(self._ctx.partition_ids(requested), target, strategy)
+            results = self._do_handle_state_changes(requested, target, strategy)
             self._batch.send_requests_to_brokers(self._ctx.epoch)
             return results
         except ControllerMovedError:
@@ -181,7 +190,7 @@ class PartitionStateMachine:
             raise
         except Exception as e:
             logger.exception("error while moving %d partitions to %s", len(requested), target)
-            return dict.fromkeys(requested, e)
+            return dict.fromkeys(self._ctx.partitions_of(requested), e)
 
     def _do_handle_state_changes(
         self,
@@ -462,56 +471,58 @@ class PartitionStateMachine:
         # Without failed log directories every partition sees the same online sets.
         per_partition = ctx.has_replicas_on_offline_dirs
         shared = ctx.live_broker_ids
-        decided: dict[_Shape, ElectionOutcome] = {}
-        derive = _derive
-        out: dict[int, ElectionOutcome] = {}
-        empty = EMPTY_ASSIGNMENT
+        with_shutting_down = False
+        by_target = False  # a reassignment decides from its target replicas
+        rows: Iterable[tuple[int, LeaderAndIsr | None, bool]]
+        decide: Callable[[LeaderAndIsr, ReplicaAssignment, AbstractSet[int], bool], ElectionOutcome]
         match strategy:
             case OfflineStrategy(allow_unclean=allow_unclean):
-                for pid, current, unclean in self._collect_unclean_leader_election_state(candidates, allow_unclean):
-                    if current is None:
-                        out[pid] = _NO_OUTCOME
-                        continue
-                    replicas = (assignments[pid] or empty).replicas
-                    live = online(tps[pid]) if per_partition else shared
-                    key = (replicas, current.isr, live, unclean)
-                    shape = decided.get(key)
-                    if shape is None:
-                        out[pid] = decided[key] = elect_offline(current, replicas, live, unclean)
-                    else:
-                        out[pid] = derive(shape, current)
+                rows = self._collect_unclean_leader_election_state(candidates, allow_unclean)
+
+                def decide(
+                    c: LeaderAndIsr, a: ReplicaAssignment, live: AbstractSet[int], unclean: bool
+                ) -> ElectionOutcome:
+                    return elect_offline(c, a.replicas, live, unclean)
+
             case ReassignStrategy():
-                for pid, current in candidates:
-                    full = assignments[pid] or empty
-                    live = online(tps[pid]) if per_partition else shared
-                    key = (full.target_replicas, current.isr, live, False)
-                    shape = decided.get(key)
-                    if shape is None:
-                        out[pid] = decided[key] = elect_reassign(current, full, live)
-                    else:
-                        out[pid] = derive(shape, current)
+                by_target = True
+
+                def decide(c: LeaderAndIsr, a: ReplicaAssignment, live: AbstractSet[int], _: bool) -> ElectionOutcome:
+                    return elect_reassign(c, a, live)
+
             case PreferredStrategy():
-                for pid, current in candidates:
-                    replicas = (assignments[pid] or empty).replicas
-                    live = online(tps[pid]) if per_partition else shared
-                    key = (replicas, current.isr, live, False)
-                    shape = decided.get(key)
-                    if shape is None:
-                        out[pid] = decided[key] = elect_preferred(current, replicas, live)
-                    else:
-                        out[pid] = derive(shape, current)
+
+                def decide(c: LeaderAndIsr, a: ReplicaAssignment, live: AbstractSet[int], _: bool) -> ElectionOutcome:
+                    return elect_preferred(c, a.replicas, live)
+
             case ControlledShutdownStrategy():
                 shutting_down = ctx.shutting_down_broker_ids
                 shared = ctx.live_or_shutting_down_broker_ids
-                for pid, current in candidates:
-                    replicas = (assignments[pid] or empty).replicas
-                    live = online(tps[pid], True) if per_partition else shared
-                    key = (replicas, current.isr, live, False)
-                    shape = decided.get(key)
-                    if shape is None:
-                        out[pid] = decided[key] = elect_controlled_shutdown(current, replicas, live, shutting_down)
-                    else:
-                        out[pid] = derive(shape, current)
+                with_shutting_down = True
+
+                def decide(c: LeaderAndIsr, a: ReplicaAssignment, live: AbstractSet[int], _: bool) -> ElectionOutcome:
+                    return elect_controlled_shutdown(c, a.replicas, live, shutting_down)
+
+            case _:
+                raise ValueError(f"unknown election strategy {strategy!r}")
+        if not isinstance(strategy, OfflineStrategy):
+            rows = [(pid, current, False) for pid, current in candidates]
+        decided: dict[_Shape, ElectionOutcome] = {}
+        derive = _derive
+        empty = EMPTY_ASSIGNMENT
+        out: dict[int, ElectionOutcome] = {}
+        for pid, current, unclean in rows:
+            if current is None:
+                out[pid] = _NO_OUTCOME
+                continue
+            assignment = assignments[pid] or empty
+            live = online(tps[pid], with_shutting_down) if per_partition else shared
+            key = (assignment.target_replicas if by_target else assignment.replicas, current.isr, live, unclean)
+            shape = decided.get(key)
+            if shape is None:
+                out[pid] = decided[key] = decide(current, assignment, live, unclean)
+            else:
+                out[pid] = derive(shape, current)
         return out
 
     def _collect_unclean_leader_election_state(

@@ -248,10 +248,10 @@ def run_rounds(
 
         def fail(dead: int = dead) -> None:
             ctx.remove_live_brokers([dead])
-            offline = ctx.partitions_with_offline_leader()
-            psm.handle_state_changes(offline, PartitionState.OFFLINE)
+            offline = ctx.partition_ids_with_offline_leader()  # as Controller._elect_offline_leaders
+            psm.handle_partition_ids(offline, PartitionState.OFFLINE)
             psm.trigger_online_partition_state_change()
-            moved[:] = sorted(offline)
+            moved[:] = sorted(ctx.partitions_of(offline))
 
         timed("broker_failure", fail)
         timed("records", harness.log.flush)

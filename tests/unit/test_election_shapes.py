@@ -70,7 +70,11 @@ def _cluster(seed: int) -> tuple[object, list[tuple[TopicPartition, LeaderAndIsr
 def test_each_outcome_is_the_pure_functions_answer_for_that_partition(seed: int, strategy: ElectionStrategy) -> None:
     h, candidates = _cluster(seed)
     ctx = h.ctx  # type: ignore[attr-defined]
-    outcomes = h.psm._run_strategy(candidates, strategy)  # type: ignore[attr-defined]
+    # The state machine decides on the context's partition numbers.
+    ids = ctx.partition_ids(tp for tp, _ in candidates)
+    numbered = [(pid, current) for pid, (_, current) in zip(ids, candidates, strict=True)]
+    by_number = h.psm._run_strategy(numbered, strategy)  # type: ignore[attr-defined]
+    outcomes = {ctx.table.tps[pid]: outcome for pid, outcome in by_number.items()}
     assert set(outcomes) == {tp for tp, _ in candidates}
     shutting_down = ctx.shutting_down_broker_ids
     for tp, current in candidates:
