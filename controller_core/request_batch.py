@@ -29,8 +29,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from functools import partial
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from controller_core.context import ControllerContext
 from controller_core.errors import IllegalStateError
@@ -65,6 +68,9 @@ from controller_core.protocol.messages import (
 from controller_core.state_change_log import StateChangeLogger
 
 logger = logging.getLogger(__name__)
+
+_LEADER = attrgetter("leader")
+_TOPIC = attrgetter("topic")
 
 LeaderAndIsrResponseCallback = Callable[[int, LeaderAndIsrResponse], None]
 """``(broker_id, response)``: must only enqueue a LeaderAndIsrResponseReceived event."""
@@ -198,37 +204,47 @@ class ControllerBrokerRequestBatch:
 
     def add_leader_and_isr_requests_by_id(self, entries: Iterable[LeaderAndIsrIdEntry], is_new: bool) -> None:
         """``add_leader_and_isr_requests`` keyed by partition number: the state machines' bulk path (a
-        failover adds all 100,000 partitions this way, a broker failure its 10,000 elections)."""
+        failover adds all 100,000 partitions this way, a broker failure its 10,000 elections).
+
+        One partition state per entry; the entries are grouped by their recipients (a cluster has few
+        distinct recipient lists), and each broker's pending map takes its group in one update. Only
+        partitions already pending as new for a broker need a second look (``is_new`` is sticky).
+        """
         pending = self._leader_and_isr
-        update_metadata = self._update_metadata_partitions
         tps = self._ctx.table.tps
-        added = False
-        for broker_ids, tp, info, assignment in entries:
-            added = True
-            pid = tp
-            plain: LeaderAndIsrPartitionState | None = None
-            fresh: LeaderAndIsrPartitionState | None = None
-            for broker_id in broker_ids:
-                if broker_id < 0:
-                    continue
-                per_broker = pending.get(broker_id)
-                if per_broker is None:
-                    per_broker = pending[broker_id] = {}
-                previous = per_broker.get(pid)
-                if is_new or (previous is not None and previous.is_new):
-                    if fresh is None:
-                        fresh = _leader_and_isr_state(tps[pid], info, assignment, True)
-                    per_broker[pid] = fresh
-                else:
-                    if plain is None:
-                        plain = _leader_and_isr_state(tps[pid], info, assignment, False)
-                    per_broker[pid] = plain
-            update_metadata[pid] = None
-        if added:
-            registered = self._ctx.live_or_shutting_down_broker_ids
-            if registered is not self._merged_registered:
-                self._update_metadata_brokers.update(b for b in registered if b >= 0)
-                self._merged_registered = registered
+        groups: dict[tuple[int, ...], list[tuple[int, LeaderAndIsrPartitionState]]] = {}
+        numbers: list[int] = []
+        number = numbers.append
+        for broker_ids, pid, info, assignment in entries:
+            number(pid)
+            recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
+            group = groups.get(recipients)
+            item = (pid, _leader_and_isr_state(tps[pid], info, assignment, is_new))
+            if group is None:
+                groups[recipients] = [item]
+            else:
+                group.append(item)
+        if not numbers:
+            return
+        by_broker: dict[int, list[tuple[int, LeaderAndIsrPartitionState]]] = {}
+        for recipients, group in groups.items():
+            for broker_id in recipients:
+                if broker_id >= 0:
+                    by_broker.setdefault(broker_id, []).extend(group)
+        for broker_id, items in by_broker.items():
+            per_broker = pending.get(broker_id)
+            if per_broker is None:
+                pending[broker_id] = dict(items)
+                continue
+            sticky = [] if is_new else [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
+            per_broker.update(items)
+            for pid in sticky:
+                per_broker[pid] = msgspec.structs.replace(per_broker[pid], is_new=True)
+        self._update_metadata_partitions.update(dict.fromkeys(numbers))
+        registered = self._ctx.live_or_shutting_down_broker_ids
+        if registered is not self._merged_registered:
+            self._update_metadata_brokers.update(b for b in registered if b >= 0)
+            self._merged_registered = registered
 
     def add_stop_replica_request_for_brokers(
         self, broker_ids: Iterable[int], tp: TopicPartition, delete_partition: bool
@@ -311,7 +327,7 @@ class ControllerBrokerRequestBatch:
                 continue
             states = list(self._leader_and_isr[broker_id].values())
             leaders: list[LiveLeader] = []
-            for leader_id in sorted({s.leader for s in states}):
+            for leader_id in sorted(set(map(_LEADER, states))):
                 if leader_id in registered:
                     leader = live_leaders.get(leader_id)
                     if leader is None:
@@ -323,7 +339,7 @@ class ControllerBrokerRequestBatch:
                 broker_epoch=self._broker_epoch(broker_id),
                 partition_states=states,
                 live_leaders=leaders,
-                topic_ids=self._topic_ids({s.topic for s in states}),
+                topic_ids=self._topic_ids(set(map(_TOPIC, states))),
             )
             callback = None
             if self.on_leader_and_isr_response is not None:
@@ -342,7 +358,7 @@ class ControllerBrokerRequestBatch:
             states = self._update_metadata_states()
             partition_count = len(states)
             live_brokers = [_update_metadata_broker(b) for b in ctx.live_or_shutting_down_brokers()]
-            topic_ids = self._topic_ids({s.topic for s in states})
+            topic_ids = self._topic_ids(set(map(_TOPIC, states)))
             for broker_id in targets:
                 request = UpdateMetadataRequest(
                     controller_id=ctx.controller_id,
