@@ -822,14 +822,24 @@ class ControllerContext:
         With ``default``, a replica without a state is first given it (the state machine's
         "put if not exists"), in the same pass.
         """
-        allowed = REPLICA_VALID_PREVIOUS[target]
         valid: list[PartitionAndReplica] = []
         invalid: list[PartitionAndReplica] = []
-        column = self.table.replica_states
         id_of = self.table.id_of
         for replica in replicas:
             tp, broker_id = replica
-            pid = id_of(tp)
+            ok, _ = self.check_valid_replica_id_state_change(broker_id, (id_of(tp),), target, default)
+            (valid if ok else invalid).append(replica)
+        return valid, invalid
+
+    def check_valid_replica_id_state_change(
+        self, broker_id: int, ids: Iterable[int], target: ReplicaState, default: ReplicaState | None = None
+    ) -> tuple[list[int], list[int]]:
+        """``check_valid_replica_state_change`` for ``broker_id``'s replica of each partition number."""
+        allowed = REPLICA_VALID_PREVIOUS[target]
+        valid: list[int] = []
+        invalid: list[int] = []
+        column = self.table.replica_states
+        for pid in ids:
             states = column[pid]
             state = None if states is None else states.get(broker_id)
             if state is None and default is not None:
@@ -838,7 +848,7 @@ class ControllerContext:
                     column[pid] = {broker_id: default}
                 else:
                     states[broker_id] = default
-            (valid if state in allowed else invalid).append(replica)
+            (valid if state in allowed else invalid).append(pid)
         return valid, invalid
 
     def replicas_in_state(self, topic: str, state: ReplicaState) -> set[PartitionAndReplica]:

@@ -19,18 +19,18 @@ import logging
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from controller_core.cached_states import current_partition_states
 from controller_core.context import ControllerContext
 from controller_core.errors import ControllerMovedError, StateChangeFailedError
 from controller_core.model import (
+    EMPTY_ASSIGNMENT,
     NO_LEADER,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     PartitionAndReplica,
     TopicPartition,
 )
-from controller_core.ports import PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry, LeaderAndIsrIdEntry
+from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
+from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import ReplicaState
 
@@ -169,15 +169,16 @@ class ReplicaStateMachine:
             return
         try:
             self._batch.new_batch()
-            by_broker: dict[int, list[PartitionAndReplica]] = {}
-            for replica in replicas:
-                group = by_broker.get(replica.replica)
+            # Per broker, the partitions become numbers of the context's table once.
+            by_broker: dict[int, list[TopicPartition]] = {}
+            for tp, broker_id in replicas:
+                group = by_broker.get(broker_id)
                 if group is None:
-                    by_broker[replica.replica] = [replica]
+                    by_broker[broker_id] = [tp]
                 else:
-                    group.append(replica)
+                    group.append(tp)
             for broker_id, group in by_broker.items():
-                self._do_handle_state_changes(broker_id, group, target)
+                self._do_handle_state_changes(broker_id, self._ctx.partition_ids(group), target)
             self._batch.send_requests_to_brokers(self._ctx.epoch)
         except ControllerMovedError:
             logger.error("controller moved while moving %d replicas to %s", len(replicas), target)
@@ -185,22 +186,22 @@ class ReplicaStateMachine:
         except Exception:
             logger.exception("error while moving some of %d replicas to %s", len(replicas), target)
 
-    def _do_handle_state_changes(
-        self, broker_id: int, replicas: Sequence[PartitionAndReplica], target: ReplicaState
-    ) -> None:
+    def _do_handle_state_changes(self, broker_id: int, ids: Sequence[int], target: ReplicaState) -> None:
         ctx = self._ctx
-        valid, invalid = ctx.check_valid_replica_state_change(replicas, target, default=_R.NON_EXISTENT)
+        valid_ids, invalid = ctx.check_valid_replica_id_state_change(broker_id, ids, target, default=_R.NON_EXISTENT)
         if invalid:
-            self._log_invalid(invalid, target)
-        if not valid:
+            self._log_invalid(self._replicas(broker_id, invalid), target)
+        if not valid_ids:
             return
+        if target is _R.OFFLINE:  # the bulk one: a broker failure or a controlled shutdown (20,000 and more)
+            self._to_offline(broker_id, valid_ids)
+            return
+        valid = self._replicas(broker_id, valid_ids)
         match target:
             case _R.NEW:
                 self._to_new(broker_id, valid)
             case _R.ONLINE:
                 self._to_online(broker_id, valid)
-            case _R.OFFLINE:
-                self._to_offline(broker_id, valid)
             case _R.DELETION_STARTED:
                 for replica in valid:
                     self._put(replica, _R.DELETION_STARTED)
@@ -227,12 +228,14 @@ class ReplicaStateMachine:
             # state; their effects (an ISR shrink) have records of their own.
             self._log.replica_transition(replica, current, state)
 
-    def _put_all(self, broker_id: int, partitions: Sequence[TopicPartition], state: ReplicaState) -> None:
-        """``_put`` for ``broker_id``'s replica of each partition, the states moved in one pass."""
-        before = self._ctx.move_replicas_of_broker(broker_id, partitions, state)
+    def _put_all(self, broker_id: int, ids: Sequence[int], state: ReplicaState) -> None:
+        """``_put`` for ``broker_id``'s replica of each partition (numbers), the states moved in one pass."""
+        ctx = self._ctx
+        tps = ctx.table.tps
+        before = ctx.move_replica_ids_of_broker(broker_id, ids, state)
         rows: list[PartitionRow] = [
-            (tp, current, state, None, None, None, None)
-            for tp, current in zip(partitions, before, strict=True)
+            (tps[pid], current, state, None, None, None, None)
+            for pid, current in zip(ids, before, strict=True)
             if current is not state
         ]
         self._log.partition_records("replica_transition", rows, broker_id)
@@ -281,35 +284,38 @@ class ReplicaStateMachine:
                     )
             self._put(replica, _R.ONLINE)
 
-    def _to_offline(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
+    def _replicas(self, broker_id: int, ids: Iterable[int]) -> list[PartitionAndReplica]:
+        tps = self._ctx.table.tps
+        return [PartitionAndReplica(tps[pid], broker_id) for pid in ids]
+
+    def _to_offline(self, broker_id: int, ids: Sequence[int]) -> None:
         ctx = self._ctx
         batch = self._batch
         table = ctx.table
-        leadership = table.leadership
-        with_leadership: list[TopicPartition] = []
+        leadership, assignments, tps = table.leadership, table.assignment, table.tps
+        with_leadership: list[int] = []
         without_leadership: list[PartitionAndReplica] = []
-        for replica, pid in zip(replicas, ctx.partition_ids([r.topic_partition for r in replicas]), strict=True):
+        for pid in ids:
             if leadership[pid] is not None:
-                with_leadership.append(replica.topic_partition)
+                with_leadership.append(pid)
             else:
-                without_leadership.append(replica)
-        batch.add_stop_replica_requests_for_broker(broker_id, [r.topic_partition for r in replicas], False)
+                without_leadership.append(PartitionAndReplica(tps[pid], broker_id))
+        batch.add_stop_replica_requests_for_broker(broker_id, [tps[pid] for pid in ids], False)
 
         updated = self._remove_replicas_from_isr(broker_id, with_leadership)
         deleting = ctx.topics_to_be_deleted
-        assignment_of = ctx.partition_full_replica_assignment
-        requests: list[LeaderAndIsrEntry] = []
+        requests: list[LeaderAndIsrIdEntry] = []
         others: dict[tuple[int, ...], tuple[int, ...]] = {}  # per replica list: the replicas but broker_id
-        for tp, info in updated.items():
-            if tp.topic not in deleting:
+        for pid, info in updated.items():
+            if not deleting or tps[pid].topic not in deleting:
                 # Every other assigned replica learns the new ISR (not only the leader, §15.16).
-                assignment = assignment_of(tp)
+                assignment = assignments[pid] or EMPTY_ASSIGNMENT
                 assigned = assignment.replicas
                 recipients = others.get(assigned)
                 if recipients is None:
                     recipients = others[assigned] = tuple([r for r in assigned if r != broker_id])
-                requests.append((recipients, tp, info, assignment))
-        batch.add_leader_and_isr_requests(requests, is_new=False)
+                requests.append((recipients, pid, info, assignment))
+        batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
         self._put_all(broker_id, list(updated), _R.OFFLINE)
 
         if without_leadership:
@@ -320,26 +326,26 @@ class ReplicaStateMachine:
 
     # -- ISR removal (§3.3) -------------------------------------------------------------------------
 
-    def _remove_replicas_from_isr(
-        self, broker_id: int, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
-        """Take ``broker_id`` out of each partition's ISR in ZooKeeper, retrying version conflicts.
+    def _remove_replicas_from_isr(self, broker_id: int, ids: Sequence[int]) -> dict[int, LeaderIsrAndControllerEpoch]:
+        """Take ``broker_id`` out of the ISR of each partition (numbers of the context's table) in
+        ZooKeeper, retrying version conflicts.
 
         Returns the partitions that succeeded with their new cached state; failures are logged
         as failed changes and keep their replica state.
         """
-        results: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        remaining = list(partitions)
+        results: dict[int, LeaderIsrAndControllerEpoch] = {}
+        remaining = list(ids)
+        tps = self._ctx.table.tps
         from_cache = self.decide_from_cache  # conflicts always re-read (controller_core.cached_states)
         while remaining:
             finished, remaining = self._do_remove_replicas_from_isr(broker_id, remaining, from_cache)
             from_cache = False
-            for tp, outcome in finished.items():
+            for pid, outcome in finished.items():
                 if isinstance(outcome, Exception):
-                    replica = PartitionAndReplica(tp, broker_id)
+                    replica = PartitionAndReplica(tps[pid], broker_id)
                     self._log.failed_replica_change(replica, self._ctx.replica_state(replica), _R.OFFLINE, outcome)
                 else:
-                    results[tp] = outcome
+                    results[pid] = outcome
             if remaining:
                 logger.info(
                     "re-reading %d partitions to take replica %s out of their ISR (conflicts or cache to confirm)",
@@ -348,39 +354,63 @@ class ReplicaStateMachine:
                 )
         return results
 
-    def _do_remove_replicas_from_isr(
-        self, broker_id: int, partitions: Sequence[TopicPartition], from_cache: bool = False
-    ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch | Exception], list[TopicPartition]]:
+    def _current_states(self, ids: Sequence[int], from_cache: bool) -> dict[int, PartitionStateRead]:
+        """``current_partition_states`` on partition numbers: the leadership column's state when
+        ``from_cache`` and cached, else ZooKeeper's."""
         ctx = self._ctx
-        finished: dict[TopicPartition, LeaderIsrAndControllerEpoch | Exception] = {}
+        table = ctx.table
+        tps, leadership = table.tps, table.leadership
+        out: dict[int, PartitionStateRead] = {}
+        missing: list[int] = [] if from_cache else list(ids)
+        if from_cache:
+            ok = ZkCode.OK
+            for pid in ids:
+                info = leadership[pid]
+                if info is None:
+                    missing.append(pid)
+                else:
+                    out[pid] = PartitionStateRead(ok, info)
+        if missing:
+            ids_of = table.ids
+            reads = self._store.get_partition_states([tps[pid] for pid in missing])
+            out.update((ids_of[tp], read) for tp, read in reads.items())
+        return out
+
+    def _do_remove_replicas_from_isr(
+        self, broker_id: int, ids: Sequence[int], from_cache: bool = False
+    ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
+        ctx = self._ctx
+        table = ctx.table
+        tps = table.tps
+        finished: dict[int, LeaderIsrAndControllerEpoch | Exception] = {}
         try:
-            reads = current_partition_states(ctx, self._store, partitions, from_cache)
+            reads = self._current_states(ids, from_cache)
         except ControllerMovedError:
             raise
         except Exception as e:
-            return dict.fromkeys(partitions, e), []
+            return dict.fromkeys(ids, e), []
 
-        current: dict[TopicPartition, LeaderAndIsr] = {}
+        current: dict[int, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
-        unconfirmed: list[TopicPartition] = []
+        unconfirmed: list[int] = []
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
-        for tp in partitions:
-            read = reads.get(tp)
+        for pid in ids:
+            read = reads.get(pid)
             state = None if read is None else read.state
             if read is None or read.code is no_node or (read.code is ok and state is None):
                 # Nothing in ZooKeeper: expected for a topic being deleted, an error otherwise.
-                if not ctx.is_topic_queued_up_for_deletion(tp.topic):
-                    finished[tp] = StateChangeFailedError(
-                        f"Failed to change state of replica {broker_id} for partition {tp} since the leader "
+                if not ctx.is_topic_queued_up_for_deletion(tps[pid].topic):
+                    finished[pid] = StateChangeFailedError(
+                        f"Failed to change state of replica {broker_id} for partition {tps[pid]} since the leader "
                         "and isr path in zookeeper is empty"
                     )
                 continue
             if read.code is not ok or state is None:
-                finished[tp] = StateChangeFailedError(f"reading the state of {tp} failed with {read.code}")
+                finished[pid] = StateChangeFailedError(f"reading the state of {tps[pid]} failed with {read.code}")
                 continue
             if state.controller_epoch > epoch:
-                finished[tp] = StateChangeFailedError(
-                    f"Leader and isr path of {tp} written by another controller (epoch "
+                finished[pid] = StateChangeFailedError(
+                    f"Leader and isr path of {tps[pid]} written by another controller (epoch "
                     f"{state.controller_epoch} > {epoch}); this controller may have gone through "
                     "a soft failure. Aborting state change."
                 )
@@ -389,42 +419,46 @@ class ReplicaStateMachine:
             if broker_id not in leader_and_isr.isr:
                 if from_cache:
                     # Nothing to write, so no conflict would catch a stale cache: confirm on ZooKeeper.
-                    unconfirmed.append(tp)
+                    unconfirmed.append(pid)
                 else:
-                    current[tp] = leader_and_isr
+                    current[pid] = leader_and_isr
                 continue
             new_leader = NO_LEADER if leader_and_isr.leader == broker_id else leader_and_isr.leader
             # Never write an empty ISR: the last member stays, even when it is offline (§15.2).
             isr = leader_and_isr.isr
             new_isr = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
-            adjusted[tp] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
+            adjusted[tps[pid]] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
 
-        for tp, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
+        kept: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
+        for pid, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
             info = LeaderIsrAndControllerEpoch(leader_and_isr, epoch)
-            ctx.put_partition_leadership_info(tp, info)
-            finished[tp] = info
-        retry: list[TopicPartition] = unconfirmed
+            kept.append((pid, info))
+            finished[pid] = info
+        ctx.put_leadership_by_id(kept)
+        retry: list[int] = unconfirmed
         if adjusted:
             # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
-            written: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch]] = []
+            ids_get = table.ids.__getitem__
+            written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
             record = records.append
             try:
                 for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
+                    pid = ids_get(tp)
                     if outcome is None:
-                        retry.append(tp)
+                        retry.append(pid)
                     elif isinstance(outcome, Exception):
-                        finished[tp] = outcome
+                        finished[pid] = outcome
                     else:
-                        before = reads[tp].state
+                        before = reads[pid].state
                         record((tp, None, None, None, None if before is None else before.leader_and_isr, outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
-                        written.append((tp, info))
-                        finished[tp] = info
+                        written.append((pid, info))
+                        finished[pid] = info
             finally:  # what was written is recorded and cached even when a later multi fails
                 self._log.partition_records("isr_change", records, broker_id)
-                ctx.put_partition_leadership_infos(written)
+                ctx.put_leadership_by_id(written)
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------

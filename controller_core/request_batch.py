@@ -275,15 +275,17 @@ class ControllerBrokerRequestBatch:
             return
         ctx = self._ctx
         deleting = ctx.topics_to_be_deleted
-        leadership = ctx.partitions_leadership_info
+        ids = ctx.table.ids
+        leadership = ctx.table.leadership
         per_broker = self._stop_replica.get(broker_id)
         if per_broker is None:
             per_broker = self._stop_replica[broker_id] = {}
         for tp in partitions:
-            if tp.topic in deleting:
+            if deleting and tp.topic in deleting:
                 leader_epoch = EPOCH_DURING_DELETE
             else:
-                info = leadership.get(tp)
+                pid = ids.get(tp)
+                info = None if pid is None else leadership[pid]
                 leader_epoch = NO_EPOCH if info is None else info.leader_and_isr.leader_epoch
             delete = delete_partition
             if not delete:
