@@ -50,7 +50,7 @@ from controller_core.model import (
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
-from controller_core.states import PartitionState
+from controller_core.states import PartitionState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
 
@@ -585,14 +585,9 @@ class PartitionStateMachine:
     # -- logging -------------------------------------------------------------------------------------
 
     def _log_invalid(self, partitions: Sequence[TopicPartition], target: PartitionState) -> None:
-        ctx = self._ctx
-        allowed = ", ".join(sorted(target.valid_previous_states))
-        error = f"IllegalStateError: partition must be in one of [{allowed}] before moving to {target}"
+        error = invalid_transition_error("partition", len(partitions), target)
         for tp in partitions:
-            self._log.failed_partition_change(tp, ctx.partition_state(tp), target, error)
-        logger.warning(
-            "%d partitions cannot move to %s: they must be in one of [%s] first", len(partitions), target, allowed
-        )
+            self._log.failed_partition_change(tp, self._ctx.partition_state(tp), target, error)
 
 
 _NO_OUTCOME = ElectionOutcome(None, ())

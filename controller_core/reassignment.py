@@ -234,16 +234,20 @@ class ReassignmentManager:
         current = ctx.partition_full_replica_assignment(tp)
         # Leaving the set first makes the completion path record "cancelled" (below), not "completed".
         ctx.partitions_being_reassigned.discard(tp)
+        self._record_phase("cancelled", tp, current.origin_replicas, current.target_replicas)
+        self.on_partition_reassignment(tp, revert)
+
+    def _record_phase(self, phase: str, tp: TopicPartition, origin: Sequence[int], target: Sequence[int]) -> None:
+        """One ``reassignment`` record: a partition's reassignment started, completed or was cancelled."""
         self._scl.record(
             "reassignment",
-            phase="cancelled",
+            phase=phase,
             entity=str(tp),
             topic=tp.topic,
             partition=tp.partition,
-            origin_replicas=list(current.origin_replicas),
-            target_replicas=list(current.target_replicas),
+            origin_replicas=list(origin),
+            target_replicas=list(target),
         )
-        self.on_partition_reassignment(tp, revert)
 
     def maybe_complete(self, tp: TopicPartition) -> None:
         ctx = self._ctx
@@ -265,15 +269,7 @@ class ReassignmentManager:
         if reassignment.is_being_reassigned:
             ctx.partitions_being_reassigned.add(tp)
             if started:
-                self._scl.record(
-                    "reassignment",
-                    phase="started",
-                    entity=str(tp),
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    origin_replicas=list(reassignment.origin_replicas),
-                    target_replicas=list(reassignment.target_replicas),
-                )
+                self._record_phase("started", tp, reassignment.origin_replicas, reassignment.target_replicas)
         if self._is_complete(tp, reassignment):
             self._complete(tp, reassignment)
         else:
@@ -315,15 +311,7 @@ class ReassignmentManager:
         ctx.partitions_being_reassigned.discard(tp)
         self._client.send_update_metadata([tp])
         if was_reassigning or assignment.is_being_reassigned:
-            self._scl.record(
-                "reassignment",
-                phase="completed",
-                entity=str(tp),
-                topic=tp.topic,
-                partition=tp.partition,
-                origin_replicas=list(assignment.origin_replicas),
-                target_replicas=list(target),
-            )
+            self._record_phase("completed", tp, assignment.origin_replicas, target)
         self._deletion.resume_deletion_for_topics({tp.topic})
 
     def _move_leader_if_required(self, tp: TopicPartition, final: ReplicaAssignment) -> None:

@@ -32,7 +32,7 @@ from controller_core.model import (
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
-from controller_core.states import ReplicaState
+from controller_core.states import ReplicaState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
 
@@ -464,11 +464,6 @@ class ReplicaStateMachine:
     # -- logging -----------------------------------------------------------------------------------
 
     def _log_invalid(self, replicas: Sequence[PartitionAndReplica], target: ReplicaState) -> None:
-        ctx = self._ctx
-        allowed = ", ".join(sorted(target.valid_previous_states))
-        error = f"IllegalStateError: replica must be in one of [{allowed}] before moving to {target}"
+        error = invalid_transition_error("replica", len(replicas), target)
         for replica in replicas:
-            self._log.failed_replica_change(replica, ctx.replica_state(replica), target, error)
-        logger.warning(
-            "%d replicas cannot move to %s: they must be in one of [%s] first", len(replicas), target, allowed
-        )
+            self._log.failed_replica_change(replica, self._ctx.replica_state(replica), target, error)

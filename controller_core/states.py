@@ -7,6 +7,7 @@ the dashboard draws its live diagrams from them, so code and picture cannot drif
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -114,3 +115,13 @@ def transition_edges(
         for src in sorted((str(s) for s in sources), key=order.index):
             edges.append((src, str(dst)))
     return edges
+
+
+def invalid_transition_error(kind: str, count: int, target: ReplicaState | PartitionState) -> str:
+    """The failed-change error of ``count`` ``kind``s (``"replica"``/``"partition"``) that may not move to
+    ``target``, after one warning for all of them: both state machines record it per item (§15.7)."""
+    allowed = ", ".join(sorted(target.valid_previous_states))
+    logging.getLogger("controller_core.state_machines").warning(
+        "%d %ss cannot move to %s: they must be in one of [%s] first", count, kind, target, allowed
+    )
+    return f"IllegalStateError: {kind} must be in one of [{allowed}] before moving to {target}"
