@@ -688,8 +688,10 @@ class Controller:
     def _record_state_snapshot(self) -> None:
         """Full partition and replica states, so readers that start late can rebuild everything."""
         partition_states: dict[str, list[str]] = {}
-        for tp, p_state in self.ctx.partition_states.items():
-            partition_states.setdefault(p_state.value, []).append(f"{tp.topic}-{tp.partition}")
+        table = self.ctx.table
+        for tp, p_state in zip(table.tps, table.state, strict=True):
+            if p_state is not None:
+                partition_states.setdefault(p_state.value, []).append(f"{tp.topic}-{tp.partition}")
         replica_states: dict[str, list[str]] = {}
         for replica, r_state in self.ctx.iter_replica_states():
             rtp = replica.topic_partition

@@ -120,22 +120,28 @@ class PartitionStateMachine:
         they are summarized in one record instead of one per partition.
         """
         ctx = self._ctx
-        counts = dict.fromkeys((_P.NEW, _P.ONLINE, _P.OFFLINE), 0)
-        leadership = ctx.partitions_leadership_info
+        leadership = ctx.table.leadership
         new, online, offline = _P.NEW, _P.ONLINE, _P.OFFLINE
-        states: dict[TopicPartition, PartitionState] = {}
-        for tp in ctx.all_partitions():
-            info = leadership.get(tp)
+        by_state: dict[PartitionState, list[int]] = {new: [], online: [], offline: []}
+        add_new, add_online, add_offline = by_state[new].append, by_state[online].append, by_state[offline].append
+        live = ctx.live_broker_ids
+        per_partition = ctx.has_replicas_on_offline_dirs
+        for tp, pid in ctx.iter_assigned_ids():
+            info = leadership[pid]
             if info is None:
-                state = new
-            elif ctx.is_replica_online(info.leader_and_isr.leader, tp):
-                state = online
+                add_new(pid)
+            elif (
+                ctx.is_replica_online(info.leader_and_isr.leader, tp)
+                if per_partition
+                else info.leader_and_isr.leader in live
+            ):
+                add_online(pid)
             else:
-                state = offline
-            states[tp] = state
-            counts[state] += 1
-        ctx.put_partition_states(states)
-        self._log.record("states_initialized", machine="partition", counts={str(s): n for s, n in counts.items()})
+                add_offline(pid)
+        for state, ids in by_state.items():
+            ctx.move_partition_ids_to_state(ids, state)
+        counts = {str(state): len(ids) for state, ids in by_state.items()}
+        self._log.record("states_initialized", machine="partition", counts=counts)
         return self.trigger_online_partition_state_change()
 
     def shutdown(self) -> None:
