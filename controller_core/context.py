@@ -764,16 +764,17 @@ class ControllerContext:
     ) -> list[ReplicaState | None]:
         """``move_replicas_of_broker`` on partition numbers."""
         column = self.table.replica_states
+        with_state = self.table.replica_state_maps.with_state
+        moved: dict[int, dict[int, ReplicaState]] = {}  # per shared mapping (by id): where this move takes it
         previous: list[ReplicaState | None] = []
         append = previous.append
         for pid in ids:
             states = column[pid]
-            if states is None:
-                column[pid] = {broker_id: state}
-                append(None)
-            else:
-                append(states.get(broker_id))
-                states[broker_id] = state
+            append(None if states is None else states.get(broker_id))
+            after = moved.get(id(states))
+            if after is None:
+                after = moved[id(states)] = with_state(states, broker_id, state)
+            column[pid] = after
         return previous
 
     def load_replica_states(self, states: Mapping[TopicPartition, dict[int, ReplicaState]]) -> None:
@@ -782,10 +783,19 @@ class ControllerContext:
         self.load_replica_states_by_id(zip(self.table.ids_of(states), states.values(), strict=True))
 
     def load_replica_states_by_id(self, states: Iterable[tuple[int, dict[int, ReplicaState]]]) -> None:
-        """``load_replica_states`` on partition numbers (the dicts are taken, not copied)."""
+        """``load_replica_states`` on partition numbers (the dicts are taken, not copied, and may be
+        shared by the table with other partitions: do not change them afterwards). A dict given for
+        many partitions (the replica state machine's start-up shares one per replica list) is
+        interned once."""
         column = self.table.replica_states
+        intern = self.table.replica_state_maps.intern
+        given: dict[int, tuple[dict[int, ReplicaState], dict[int, ReplicaState] | None]] = {}
         for pid, replica_states in states:
-            column[pid] = replica_states
+            known = given.get(id(replica_states))
+            if known is None:
+                # The dict is kept alongside so its id cannot be reused within this call.
+                known = given[id(replica_states)] = (replica_states, intern(replica_states))
+            column[pid] = known[1]
 
     def put_replica_state_if_not_exists(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
         if self.replica_state(replica) is None:
@@ -795,11 +805,9 @@ class ControllerContext:
         pid = self.table.ids.get(replica.topic_partition)
         if pid is None:
             return
-        states = self.table.replica_states[pid]
-        if states is not None:
-            states.pop(replica.replica, None)
-            if not states:
-                self.table.replica_states[pid] = None
+        column = self.table.replica_states
+        if column[pid] is not None:
+            column[pid] = self.table.replica_state_maps.without(column[pid], replica.replica)
 
     def replica_states_of(self, tp: TopicPartition) -> Mapping[int, ReplicaState]:
         """The recorded replica states of one partition (broker id -> state)."""
@@ -839,15 +847,13 @@ class ControllerContext:
         valid: list[int] = []
         invalid: list[int] = []
         column = self.table.replica_states
+        with_state = self.table.replica_state_maps.with_state
         for pid in ids:
             states = column[pid]
             state = None if states is None else states.get(broker_id)
             if state is None and default is not None:
                 state = default
-                if states is None:
-                    column[pid] = {broker_id: default}
-                else:
-                    states[broker_id] = default
+                column[pid] = with_state(states, broker_id, default)
             (valid if state in allowed else invalid).append(pid)
         return valid, invalid
 

@@ -17,6 +17,13 @@ Indexes (sets of numbers), maintained by the context as it writes the columns:
 * ``by_broker``: the partitions with a replica assigned to a broker;
 * ``by_leader``: the partitions a broker leads (from the leadership column);
 * ``by_state``: the partitions in each non-Online partition state (Online is the bulk).
+
+Replica states are the largest part of a context (three per partition). A cluster has few distinct
+combinations of (replica, state) per partition, so each partition's entry is a *shared* mapping,
+interned by its items: never change one in place; ``ReplicaStateMaps.with_state`` / ``without``
+return the shared mapping of the changed combination (a transition is cached per shared mapping,
+so moving 20,000 replicas costs one small-tuple lookup each). At a million partitions that is ~230
+MB less than a dict per partition.
 """
 
 from __future__ import annotations
@@ -25,6 +32,51 @@ from collections.abc import Iterable
 
 from controller_core.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from controller_core.states import PartitionState, ReplicaState
+
+_ReplicaStates = dict[int, ReplicaState]
+
+
+class ReplicaStateMaps:
+    """The shared, never-mutated replica-state mappings of a table (see the module docstring)."""
+
+    __slots__ = ("_interned", "_moves")
+
+    def __init__(self) -> None:
+        self._interned: dict[tuple[tuple[int, ReplicaState], ...], _ReplicaStates] = {}
+        # (id of a shared mapping or of None, broker, state or None to remove) -> the resulting one.
+        # Shared mappings live as long as the table (held by ``_interned``), so their ids are stable.
+        self._moves: dict[tuple[int, int, ReplicaState | None], _ReplicaStates | None] = {}
+
+    def intern(self, states: _ReplicaStates) -> _ReplicaStates | None:
+        """The shared mapping equal to ``states`` (which is taken, not copied); None when empty."""
+        if not states:
+            return None
+        key = tuple(states.items())
+        shared = self._interned.get(key)
+        if shared is None:
+            shared = self._interned[key] = states
+        return shared
+
+    def with_state(self, current: _ReplicaStates | None, broker_id: int, state: ReplicaState) -> _ReplicaStates:
+        """``current`` with ``broker_id``'s replica in ``state``, shared."""
+        key = (id(current), broker_id, state)
+        moved = self._moves.get(key)
+        if moved is None:
+            changed = dict(current) if current else {}
+            changed[broker_id] = state
+            moved = self._moves[key] = self.intern(changed)
+        assert moved is not None
+        return moved
+
+    def without(self, current: _ReplicaStates | None, broker_id: int) -> _ReplicaStates | None:
+        """``current`` without ``broker_id``'s replica, shared (None: no replica left)."""
+        key = (id(current), broker_id, None)
+        if key in self._moves:
+            return self._moves[key]
+        changed = dict(current) if current else {}
+        changed.pop(broker_id, None)
+        moved = self._moves[key] = self.intern(changed)
+        return moved
 
 
 class PartitionTable:
@@ -39,6 +91,7 @@ class PartitionTable:
         "ids",
         "leadership",
         "leadership_count",
+        "replica_state_maps",
         "replica_states",
         "state",
         "state_count",
@@ -54,7 +107,8 @@ class PartitionTable:
         self.leadership: list[LeaderIsrAndControllerEpoch | None] = []
         self.state: list[PartitionState | None] = []
         self.replica_states: list[dict[int, ReplicaState] | None] = []
-        """Per partition: broker id -> replica state (None: no replica has a state)."""
+        """Per partition: broker id -> replica state, a shared mapping (None: no replica has a state)."""
+        self.replica_state_maps = ReplicaStateMaps()
         self.by_topic: dict[str, dict[TopicPartition, int]] = {}
         self.by_broker: dict[int, set[int]] = {}
         self.by_leader: dict[int, set[int]] = {}

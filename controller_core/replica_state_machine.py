@@ -142,7 +142,7 @@ class ReplicaStateMachine:
                 initial, online_here, offline_here = splits[replicas] = _split(replicas, live)
             if not initial:
                 continue
-            add_states((pid, initial.copy()))
+            add_states((pid, initial))  # shared by the table: one mapping per distinct replica list
             for replica_id in offline_here:
                 offline.append(PartitionAndReplica(tp, replica_id))
             if online_here:
