@@ -367,15 +367,16 @@ class PartitionStateMachine:
         # fails: no write means no conflict would have caught a stale cache.
         unconfirmed: list[int] = []
         for pid, outcome in outcomes.items():
-            if outcome.leader_and_isr is None and from_cache:
+            elected_state, _, unclean = outcome
+            if elected_state is None and from_cache:
                 unconfirmed.append(pid)
-            elif outcome.leader_and_isr is None:
+            elif elected_state is None:
                 failed[tps[pid]] = StateChangeFailedError(
                     f"Failed to elect leader for partition {tps[pid]} under strategy {strategy}"
                 )
             else:
-                to_write[tps[pid]] = outcome.leader_and_isr
-                if outcome.unclean:
+                to_write[tps[pid]] = elected_state
+                if unclean:
                     self.unclean_leader_elections += 1
         if not to_write:
             return failed, unconfirmed
@@ -404,9 +405,9 @@ class PartitionStateMachine:
                     continue
                 info = LeaderIsrAndControllerEpoch(result, epoch)
                 written.append((pid, info))
-                outcome = outcomes[pid]
-                requests.append((outcome.recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
-                record((tp, states[pid], online, name, before[pid], result, outcome.unclean))
+                _, recipients, unclean = outcomes[pid]
+                requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
+                record((tp, states[pid], online, name, before[pid], result, unclean))
                 results[tp] = result
         finally:  # what was written is recorded, cached and requested even when a later multi fails
             self._log.partition_records("election", records)
@@ -623,11 +624,14 @@ def _derive(shape: ElectionOutcome, current: LeaderAndIsr) -> ElectionOutcome:
     bumped, the zk version kept, and the chosen leader and ISR (``LeaderAndIsr.new_leader*``). The
     shutting-down set of a controlled shutdown is the same for the whole batch.
     """
-    decided = shape.leader_and_isr
+    decided, recipients, unclean = shape
     if decided is None:
         return shape
-    return ElectionOutcome(
-        LeaderAndIsr(decided.leader, current.leader_epoch + 1, decided.isr, current.zk_version),
-        shape.recipients,
-        shape.unclean,
+    # tuple.__new__: the NamedTuple's own constructor costs twice as much, once per partition elected.
+    return _new_outcome(
+        ElectionOutcome,
+        (LeaderAndIsr(decided.leader, current.leader_epoch + 1, decided.isr, current.zk_version), recipients, unclean),
     )
+
+
+_new_outcome = tuple.__new__
