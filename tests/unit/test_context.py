@@ -518,3 +518,51 @@ def test_reset_forgets_everything(ctx: ControllerContext) -> None:
 
 def test_docstring_names_the_single_writer() -> None:
     assert (ControllerContext.__doc__ or "").splitlines()[0] == "Mutated only on the controller event thread."
+
+
+# --- the columnar partition table --------------------------------------------------------------------
+
+
+def test_partitions_sharing_replica_states_change_independently(ctx: ControllerContext) -> None:
+    """Replica states are shared mappings: moving one partition's replica must not move the others'."""
+    assign(ctx, T0, [1, 2, 3])
+    assign(ctx, T1, [1, 2, 3])
+    shared = {1: R.ONLINE, 2: R.ONLINE, 3: R.ONLINE}
+    ctx.load_replica_states({T0: shared, T1: dict(shared)})
+    assert ctx.replica_states_of(T0) is ctx.replica_states_of(T1)  # one mapping for both
+    ctx.put_replica_state(PartitionAndReplica(T0, 2), R.OFFLINE)
+    ctx.move_replicas_of_broker(3, [T0], R.OFFLINE)
+    ctx.check_valid_replica_state_change([PartitionAndReplica(T0, 4)], R.NEW, default=R.NON_EXISTENT)
+    ctx.remove_replica_state(PartitionAndReplica(T0, 1))
+    assert dict(ctx.replica_states_of(T0)) == {2: R.OFFLINE, 3: R.OFFLINE, 4: R.NON_EXISTENT}
+    assert dict(ctx.replica_states_of(T1)) == shared
+    assert ctx.replica_state(PartitionAndReplica(T1, 2)) is R.ONLINE
+
+
+def test_a_partition_keeps_its_number_and_state_when_its_topic_goes(ctx: ControllerContext) -> None:
+    assign(ctx, T0, [1, 2])
+    ctx.put_partition_state(T0, P.OFFLINE)
+    ctx.put_partition_leadership_info(T0, info(1, (1, 2)))
+    (number,) = ctx.partition_ids([T0])
+    ctx.remove_topic("orders")
+    assert ctx.partition_ids([T0]) == [number]
+    assert ctx.partition_state(T0) is P.OFFLINE  # NonExistent is written by deletion, not by forgetting
+    assert ctx.partition_leadership_info(T0) is None
+    assert T0 not in ctx.partitions_leadership_info and len(ctx.partitions_leadership_info) == 0
+    assert ctx.partitions_on_broker(1) == set() and ctx.partition_count == 0
+
+
+def test_column_views_agree_with_the_single_lookups(ctx: ControllerContext) -> None:
+    for tp, leader in ((T0, 1), (T1, 2), (U0, 3)):
+        assign(ctx, tp, [leader, 1 + leader % 3])
+        ctx.put_partition_leadership_info(tp, info(leader, (leader,)))
+    ctx.put_partition_state(T0, P.ONLINE)
+    ctx.put_partition_state(T2, P.NEW)  # a state without an assignment or leadership
+    leadership = ctx.partitions_leadership_info
+    assert dict(leadership) == {tp: ctx.partition_leadership_info(tp) for tp in (T0, T1, U0)}
+    assert len(leadership) == ctx.partition_with_leaders_count == 3
+    assert leadership.get(T2) is None and T2 not in leadership
+    assert dict(ctx.partition_states) == {T0: P.ONLINE, T2: P.NEW}
+    assert ctx.partitions_of(ctx.partition_ids_in_states([P.NEW])) == [T2]
+    ctx.remove_live_brokers([2])
+    assert ctx.partitions_of(ctx.partition_ids_with_offline_leader()) == [T1]
