@@ -1097,26 +1097,28 @@ class Controller:
         deleting = ctx.topics_to_be_deleted
         table = ctx.table
         leadership, assignments, tps = table.leadership, table.assignment, table.tps
-        led: list[TopicPartition] = []
-        followed: list[TopicPartition] = []
-        for pid in ctx.partition_ids_on_broker(broker_id):  # every partition with a replica here: 30,000 at 100k
+        led: list[int] = []
+        followed: list[int] = []
+        # Every partition with a replica here (30,000 at 100k), in partition-number order.
+        for pid in sorted(ctx.partition_ids_on_broker(broker_id)):
             info = leadership[pid]
             assignment = assignments[pid]
             if info is None or assignment is None or len(assignment.replicas) <= 1:
                 continue
-            tp = tps[pid]
-            if tp.topic in deleting:
+            if deleting and tps[pid].topic in deleting:
                 continue
-            (led if info.leader_and_isr.leader == broker_id else followed).append(tp)
+            (led if info.leader_and_isr.leader == broker_id else followed).append(pid)
         if led:
-            self.partition_sm.handle_state_changes(sorted(led), _P.ONLINE, ControlledShutdownStrategy())
+            self.partition_sm.handle_partition_ids(led, _P.ONLINE, ControlledShutdownStrategy())
             self._transport.send_held()  # the new leaders take over before the ISR shrinks below
         if followed:
             self.batch.new_batch()
-            self.batch.add_stop_replica_requests_for_broker(broker_id, followed, delete_partition=False)
+            self.batch.add_stop_replica_requests_for_broker(
+                broker_id, ctx.partitions_of(followed), delete_partition=False
+            )
             self.batch.send_requests_to_brokers(ctx.epoch)
             self.replica_sm.handle_state_changes(
-                [PartitionAndReplica(tp, broker_id) for tp in sorted(followed)], _R.OFFLINE
+                [PartitionAndReplica(tps[pid], broker_id) for pid in followed], _R.OFFLINE
             )
         return ctx.partition_leaders_on_broker(broker_id)
 
