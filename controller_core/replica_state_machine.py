@@ -354,60 +354,50 @@ class ReplicaStateMachine:
                 )
         return results
 
-    def _current_states(self, ids: Sequence[int], from_cache: bool) -> dict[int, PartitionStateRead]:
-        """``current_partition_states`` on partition numbers: the leadership column's state when
-        ``from_cache`` and cached, else ZooKeeper's."""
-        ctx = self._ctx
-        table = ctx.table
-        tps, leadership = table.tps, table.leadership
-        out: dict[int, PartitionStateRead] = {}
-        missing: list[int] = [] if from_cache else list(ids)
-        if from_cache:
-            ok = ZkCode.OK
-            for pid in ids:
-                info = leadership[pid]
-                if info is None:
-                    missing.append(pid)
-                else:
-                    out[pid] = PartitionStateRead(ok, info)
-        if missing:
-            ids_of = table.ids
-            reads = self._store.get_partition_states([tps[pid] for pid in missing])
-            out.update((ids_of[tp], read) for tp, read in reads.items())
-        return out
-
     def _do_remove_replicas_from_isr(
         self, broker_id: int, ids: Sequence[int], from_cache: bool = False
     ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
+        """One round: decide on the leadership column (``from_cache``; partitions not cached are read)
+        or on ZooKeeper's states, write, cache and record; returns the finished partitions' outcomes
+        and the numbers to retry on fresh reads."""
         ctx = self._ctx
         table = ctx.table
-        tps = table.tps
+        tps, leadership = table.tps, table.leadership
         finished: dict[int, LeaderIsrAndControllerEpoch | Exception] = {}
-        try:
-            reads = self._current_states(ids, from_cache)
-        except ControllerMovedError:
-            raise
-        except Exception as e:
-            return dict.fromkeys(ids, e), []
+        missing = [pid for pid in ids if leadership[pid] is None] if from_cache else list(ids)
+        reads: dict[int, PartitionStateRead] = {}
+        if missing:
+            try:
+                ids_of = table.ids
+                fetched = self._store.get_partition_states([tps[pid] for pid in missing])
+                reads = {ids_of[tp]: r for tp, r in fetched.items()}
+            except ControllerMovedError:
+                raise
+            except Exception as e:
+                return dict.fromkeys(ids, e), []
 
         current: dict[int, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
+        before: dict[int, LeaderAndIsr] = {}
         unconfirmed: list[int] = []
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
         for pid in ids:
-            read = reads.get(pid)
-            state = None if read is None else read.state
-            if read is None or read.code is no_node or (read.code is ok and state is None):
-                # Nothing in ZooKeeper: expected for a topic being deleted, an error otherwise.
-                if not ctx.is_topic_queued_up_for_deletion(tps[pid].topic):
-                    finished[pid] = StateChangeFailedError(
-                        f"Failed to change state of replica {broker_id} for partition {tps[pid]} since the leader "
-                        "and isr path in zookeeper is empty"
-                    )
-                continue
-            if read.code is not ok or state is None:
-                finished[pid] = StateChangeFailedError(f"reading the state of {tps[pid]} failed with {read.code}")
-                continue
+            # The cached state when deciding on the cache (most partitions), else what was read.
+            state = leadership[pid] if from_cache else None
+            if state is None:
+                read = reads.get(pid)
+                state = None if read is None else read.state
+                if read is None or read.code is no_node or (read.code is ok and state is None):
+                    # Nothing in ZooKeeper: expected for a topic being deleted, an error otherwise.
+                    if not ctx.is_topic_queued_up_for_deletion(tps[pid].topic):
+                        finished[pid] = StateChangeFailedError(
+                            f"Failed to change state of replica {broker_id} for partition {tps[pid]} since the "
+                            "leader and isr path in zookeeper is empty"
+                        )
+                    continue
+                if read.code is not ok or state is None:
+                    finished[pid] = StateChangeFailedError(f"reading the state of {tps[pid]} failed with {read.code}")
+                    continue
             if state.controller_epoch > epoch:
                 finished[pid] = StateChangeFailedError(
                     f"Leader and isr path of {tps[pid]} written by another controller (epoch "
@@ -428,6 +418,7 @@ class ReplicaStateMachine:
             isr = leader_and_isr.isr
             new_isr = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
             adjusted[tps[pid]] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
+            before[pid] = leader_and_isr
 
         kept: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         for pid, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
@@ -451,8 +442,7 @@ class ReplicaStateMachine:
                     elif isinstance(outcome, Exception):
                         finished[pid] = outcome
                     else:
-                        before = reads[pid].state
-                        record((tp, None, None, None, None if before is None else before.leader_and_isr, outcome, None))
+                        record((tp, None, None, None, before[pid], outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((pid, info))
                         finished[pid] = info
