@@ -31,9 +31,8 @@ from controller_core.model import (  # noqa: E402
     TopicPartition,
 )
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
+from scripts.bench_elections import PER_TOPIC, partition_at, replicas_at  # noqa: E402
 from scripts.support.fakes import broker  # noqa: E402
-
-PER_TOPIC = 50
 
 
 def rss_mb() -> float:
@@ -47,15 +46,14 @@ def load(partitions: int, brokers: int) -> ControllerContext:
     object its own, as decoding znodes makes them."""
     ctx = ControllerContext(controller_id=1)
     ctx.set_live_brokers([broker(b) for b in range(1, brokers + 1)])
-    topics = [f"t{i:06d}" for i in range((partitions + PER_TOPIC - 1) // PER_TOPIC)]
-    ctx.set_all_topics(topics)
-    for t, topic in enumerate(topics):
+    for first in range(0, partitions, PER_TOPIC):
+        topic = partition_at(first).topic
+        ctx.add_topics([topic])
         assignments: dict[TopicPartition, ReplicaAssignment] = {}
         leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for p in range(min(PER_TOPIC, partitions - t * PER_TOPIC)):
-            i = t * PER_TOPIC + p
-            replicas = tuple((i % brokers + k) % brokers + 1 for k in range(3))
-            tp = TopicPartition(topic, p)
+        for i in range(first, min(first + PER_TOPIC, partitions)):
+            replicas = tuple(replicas_at(i, brokers))
+            tp = TopicPartition(topic, i - first)  # the topic's name shared, as decoding a topic znode gives
             assignments[tp] = ReplicaAssignment(replicas)
             leadership[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(replicas[0], 0, tuple(replicas), 0), 1)
         ctx.load_topic_assignment(topic, assignments)
