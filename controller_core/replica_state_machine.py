@@ -16,7 +16,7 @@ Failure behaviour (§3.2, §15.7):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
 from controller_core.context import ControllerContext
@@ -38,13 +38,17 @@ logger = logging.getLogger(__name__)
 
 _R = ReplicaState
 
-_Split = tuple[dict[int, ReplicaState], tuple[int, ...], tuple[int, ...]]
-"""A replica list's initial states (Online, or DeletionIneligible on a dead broker), its online and its
-offline replicas."""
+_Split = tuple[dict[int, ReplicaState] | None, tuple[int, ...], tuple[int, ...]]
+"""A replica list's initial states (Online, or DeletionIneligible on a dead broker; the table's shared
+mapping, None for no replica), its online and its offline replicas."""
 
 
-def _split(replicas: tuple[int, ...], online: AbstractSet[int]) -> _Split:
-    initial = {r: (_R.ONLINE if r in online else _R.DELETION_INELIGIBLE) for r in replicas}
+def _split(
+    replicas: tuple[int, ...],
+    online: AbstractSet[int],
+    intern: Callable[[dict[int, ReplicaState]], dict[int, ReplicaState] | None],
+) -> _Split:
+    initial = intern({r: (_R.ONLINE if r in online else _R.DELETION_INELIGIBLE) for r in replicas})
     return (
         initial,
         tuple([r for r in replicas if r in online]),
@@ -123,8 +127,8 @@ class ReplicaStateMachine:
         per_partition = ctx.has_replicas_on_offline_dirs
         live = ctx.live_broker_ids
         splits: dict[tuple[int, ...], _Split] = {}
-        states: list[tuple[int, dict[int, ReplicaState]]] = []
-        add_states = states.append
+        column = table.replica_states
+        intern = table.replica_state_maps.intern
         requests: list[LeaderAndIsrIdEntry] = []
         add_request = requests.append
         online_count = 0
@@ -137,12 +141,12 @@ class ReplicaStateMachine:
             if known is not None:
                 initial, online_here, offline_here = known
             elif per_partition:
-                initial, online_here, offline_here = _split(replicas, ctx.online_replica_set(tp))
+                initial, online_here, offline_here = _split(replicas, ctx.online_replica_set(tp), intern)
             else:
-                initial, online_here, offline_here = splits[replicas] = _split(replicas, live)
-            if not initial:
+                initial, online_here, offline_here = splits[replicas] = _split(replicas, live, intern)
+            if initial is None:
                 continue
-            add_states((pid, initial))  # shared by the table: one mapping per distinct replica list
+            column[pid] = initial  # the table's shared mapping: one per distinct replica list
             for replica_id in offline_here:
                 offline.append(PartitionAndReplica(tp, replica_id))
             if online_here:
@@ -152,7 +156,6 @@ class ReplicaStateMachine:
                 info = leadership[pid]
                 if info is not None:
                     add_request((online_here, pid, info, assignment))
-        ctx.load_replica_states_by_id(states)
         self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
         return online_count
 
