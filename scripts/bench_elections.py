@@ -12,7 +12,11 @@ each step on the calling thread:
   requests, as ``Controller._elect_offline_leaders`` does (the dead broker's ISR removals come after the
   send and are not included);
 * ``records``: building the deferred state-change records of that step afterwards;
-* ``preferred_election``: the same partitions back to their preferred leader once it is in the ISR again.
+* ``preferred_election``: the same partitions back to their preferred leader once it is in the ISR again;
+* ``replica_startup``: the replica state machine's start-up over every partition (a failover's, the
+  warm standby's takeover included: every replica state initialised and a LeaderAndIsr per online
+  replica and an UpdateMetadata of every partition to every broker built and sent), with no replica
+  state recorded before it; fake store only.
 
 With ``--zookeeper`` the state machines write through the real ``ZkStore`` to a private ZooKeeper
 (started here, removed afterwards) and each step also reports its wall time, next to
@@ -227,7 +231,9 @@ def run_rounds(
     """Fail and restore one broker per round (1, 2, ... in turn); CPU seconds of each step per round
     (and, on ZooKeeper, their wall seconds and the write floor for the same partitions)."""
     ctx, psm, store = harness.ctx, harness.psm, harness.store
-    steps = ("broker_failure", "records", "preferred_election")
+    steps: tuple[str, ...] = ("broker_failure", "records", "preferred_election")
+    if on_zookeeper is None:
+        steps += ("replica_startup",)
     figures: dict[str, list[float]] = {step: [] for step in steps}
     if on_zookeeper is not None:
         figures.update({f"{step}_wall": [] for step in steps})
@@ -268,6 +274,11 @@ def run_rounds(
                 ctx.put_partition_leadership_info(tp, state)
         timed("preferred_election", lambda: psm.handle_state_changes(moved, PartitionState.ONLINE, PreferredStrategy()))
         harness.log.flush()
+        if on_zookeeper is None:
+            ctx.table.replica_states[:] = [None] * len(ctx.table.replica_states)  # as a new context holds
+            harness.transport.clear()
+            timed("replica_startup", harness.rsm.startup)
+            harness.log.flush()
         wrong = [
             tp
             for tp in moved

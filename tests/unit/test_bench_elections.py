@@ -18,6 +18,7 @@ def test_every_round_fails_a_broker_and_gives_its_leadership_back() -> None:
         "broker_failure": 3,
         "records": 3,
         "preferred_election": 3,
+        "replica_startup": 3,
     }
     assert all(v > 0 for values in figures.values() for v in values)
     # Each broker led 100 partitions and leads them again after its round.
@@ -31,7 +32,7 @@ def test_the_json_summary_names_each_step(capsys: pytest.CaptureFixture[str]) ->
     assert bench_elections.main(["--partitions", "300", "--brokers", "3", "--rounds", "2", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["leaders_per_round"] == 100
-    for step in ("broker_failure", "records", "preferred_election"):
+    for step in ("broker_failure", "records", "preferred_election", "replica_startup"):
         assert summary[f"{step}_cpu_ms_min"] <= summary[f"{step}_cpu_ms_median"]
 
 
