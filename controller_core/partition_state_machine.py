@@ -50,6 +50,7 @@ from controller_core.model import (
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
+from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import PartitionState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def parse_config_bool(value: str) -> bool:
     raise ValueError(f"invalid boolean config value {value!r}")
 
 
-class PartitionStateMachine:
+class PartitionStateMachine(StateMachineParts):
     """Move partitions between New, Online, Offline and NonExistent, electing leaders on the way.
 
     ``unclean_leader_election_enable`` is the broker default of the same config; the controller
@@ -100,13 +101,8 @@ class PartitionStateMachine:
         unclean_leader_election_enable: bool = False,
         decide_from_cache: bool = True,
     ) -> None:
-        self._ctx = context
-        self._store = store
-        self._batch = batch
-        self._log = state_change_logger
+        super().__init__(context, store, batch, state_change_logger, decide_from_cache=decide_from_cache)
         self.unclean_leader_election_enable = unclean_leader_election_enable
-        self.decide_from_cache = decide_from_cache
-        """First election round on cached states (controller_core.cached_states); False: Kafka's read-first."""
         self.unclean_leader_elections = 0
         """How many unclean leaders were chosen (Kafka's UncleanLeaderElectionsPerSec meter)."""
 

@@ -19,7 +19,6 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from controller_core.context import ControllerContext
 from controller_core.errors import ControllerMovedError, StateChangeFailedError
 from controller_core.model import (
     EMPTY_ASSIGNMENT,
@@ -29,9 +28,10 @@ from controller_core.model import (
     PartitionAndReplica,
     TopicPartition,
 )
-from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
-from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
-from controller_core.state_change_log import PartitionRow, StateChangeLogger
+from controller_core.ports import PartitionStateRead, ZkCode
+from controller_core.request_batch import LeaderAndIsrIdEntry
+from controller_core.state_change_log import PartitionRow
+from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import ReplicaState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def _split(
     )
 
 
-class ReplicaStateMachine:
+class ReplicaStateMachine(StateMachineParts):
     """Move replicas between the seven replica states, with Kafka's side effects.
 
     Example::
@@ -65,22 +65,6 @@ class ReplicaStateMachine:
         rsm.startup()                                    # at failover
         rsm.handle_state_changes(ctx.replicas_on_brokers({3}), ReplicaState.OFFLINE)
     """
-
-    def __init__(
-        self,
-        context: ControllerContext,
-        store: PartitionStateStore,
-        batch: ControllerBrokerRequestBatch,
-        state_change_logger: StateChangeLogger,
-        *,
-        decide_from_cache: bool = True,
-    ) -> None:
-        self._ctx = context
-        self._store = store
-        self._batch = batch
-        self._log = state_change_logger
-        self.decide_from_cache = decide_from_cache
-        """First ISR-removal round on cached states (controller_core.cached_states); False: Kafka's read-first."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 

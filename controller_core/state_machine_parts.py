@@ -1,0 +1,33 @@
+"""What the partition and the replica state machine are both built from.
+
+Both move states held in the controller context, write partition states through the store, add
+their requests to their own batch and record every change; both decide their first round on the
+context's cached states unless told to read first (``controller_core.cached_states``).
+"""
+
+from __future__ import annotations
+
+from controller_core.context import ControllerContext
+from controller_core.ports import PartitionStateStore
+from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.state_change_log import StateChangeLogger
+
+
+class StateMachineParts:
+    """The context, store, request batch and state-change logger of one state machine."""
+
+    def __init__(
+        self,
+        context: ControllerContext,
+        store: PartitionStateStore,
+        batch: ControllerBrokerRequestBatch,
+        state_change_logger: StateChangeLogger,
+        *,
+        decide_from_cache: bool = True,
+    ) -> None:
+        self._ctx = context
+        self._store = store
+        self._batch = batch
+        self._log = state_change_logger
+        self.decide_from_cache = decide_from_cache
+        """First round on cached states (controller_core.cached_states); False: Kafka's read-first."""
