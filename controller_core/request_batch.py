@@ -343,10 +343,7 @@ class ControllerBrokerRequestBatch:
                 live_leaders=leaders,
                 topic_ids=self._topic_ids(set(map(_TOPIC, states))),
             )
-            callback = None
-            if self.on_leader_and_isr_response is not None:
-                callback = partial(_deliver_leader_and_isr, broker_id, self.on_leader_and_isr_response)
-            self._transport.send(broker_id, request, callback)
+            self._send(broker_id, request, self.on_leader_and_isr_response, _deliver_leader_and_isr)
             sent[broker_id] = len(states)
         self._leader_and_isr = {}
         return sent
@@ -370,10 +367,7 @@ class ControllerBrokerRequestBatch:
                     live_brokers=live_brokers,
                     topic_ids=topic_ids,
                 )
-                callback = None
-                if self.on_update_metadata_response is not None:
-                    callback = partial(_deliver_update_metadata, broker_id, self.on_update_metadata_response)
-                self._transport.send(broker_id, request, callback)
+                self._send(broker_id, request, self.on_update_metadata_response, _deliver_update_metadata)
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
         self._merged_registered = None
@@ -472,6 +466,11 @@ class ControllerBrokerRequestBatch:
         return sent
 
     # -- helpers -------------------------------------------------------------------------------------
+
+    def _send(self, broker_id: int, request: Any, handler: Any, deliver: Callable[..., None]) -> None:
+        """Hand ``request`` to the transport; its answer goes to ``handler`` through ``deliver`` (none
+        without a handler)."""
+        self._transport.send(broker_id, request, None if handler is None else partial(deliver, broker_id, handler))
 
     def _broker_epoch(self, broker_id: int) -> int:
         epoch = self._ctx.broker_epoch(broker_id)
