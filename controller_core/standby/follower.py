@@ -25,6 +25,7 @@ full reload instead, and the follower reloads itself when it is next a standby.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -38,6 +39,7 @@ from kazoo.protocol.states import KazooState
 from controller_core.model import BrokerRegistration
 from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
 from controller_core.zk import paths
+from controller_core.zk.buffered_reads import BufferedReads
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.persistent_watch import PersistentWatchTap, add_watch_async, remove_watches_async
 
@@ -82,6 +84,7 @@ class StandbyFollower:
         self._cond = threading.Condition()  # guards everything below that the connection thread touches
         self._apply_lock = threading.Lock()  # held while the view changes and while it is copied
         self._tap = PersistentWatchTap(client, FOLLOWED_ROOTS, self._on_event)
+        self._buffered_reads = BufferedReads(client)  # many packets per recv: see zk.buffered_reads
         self._pending: dict[str, float] = {}  # path -> monotonic time first recorded
         self.events_received = 0
         self._taken = 0  # pending entries taken into read batches, cumulative
@@ -112,6 +115,7 @@ class StandbyFollower:
             return
         self._stopped = False
         self._tap.install()
+        self._buffered_reads.install()
         self._client.add_listener(self._on_session_state)
         self._set_cold("loading", "starting: full read")
         self._thread = threading.Thread(target=self._run, name="standby-follower", daemon=True)
@@ -128,6 +132,7 @@ class StandbyFollower:
             self._thread.join(timeout=30)
         self._remove_watches()
         self._tap.uninstall()
+        self._buffered_reads.uninstall()
         self._state, self._reason = "stopped", "stopped"
 
     def pause(self, reason: str = "active controller") -> None:
@@ -223,7 +228,7 @@ class StandbyFollower:
 
     def status(self) -> dict[str, Any]:
         with self._cond:
-            backlog = len(self._pending)
+            backlog = len(self._pending) + (self._taken - self._done if self._loaded else 0)  # + being read
             oldest = next(iter(self._pending.values()), None)
             lags = sorted(self._lags_ms)
             apply_lags = sorted(self._apply_lags_ms)
@@ -368,26 +373,29 @@ class StandbyFollower:
                 self._resync_needed = True
                 return
             generation = self._generation
-            batch: dict[str, float] = {}
             pending = self._pending
-            take = min(len(pending), self.max_batch)
-            for _ in range(take):
-                path = next(iter(pending))
-                batch[path] = pending.pop(path)
+            if len(pending) <= self.max_batch:
+                # The whole backlog (the usual case): swap the dict, O(1). Popping entries one by one
+                # from the front costs O(n) each (a dict skips its deleted slots from the start).
+                batch, self._pending = pending, {}
+            else:
+                batch = dict(itertools.islice(pending.items(), self.max_batch))
+                for path in batch:
+                    del pending[path]
+            take = len(batch)
             self._taken += take
         targets = [(path, target) for path in batch if (target := classify(path)) is not None]
         view = self._view
         if view is None:
             return
-        self._read_into(view, targets, lag=True, generation=generation)
-        applied_at = time.monotonic()
+        if not self._read_into(view, targets, lag=True, generation=generation, received=batch):
+            return
         zxid = self._client.last_zxid
         with self._cond:
             if generation != self._generation:
                 return
             self._done += take
-            self.changes_applied += len(batch)
-            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in batch.values())
+            self.changes_applied += take
             if not self._pending:
                 self._mark_warm_locked(zxid)
             self._cond.notify_all()
@@ -407,23 +415,36 @@ class StandbyFollower:
         lag: bool,
         generation: int | None = None,
         size_hint: int = 256,
-    ) -> None:
+        received: Mapping[str, float] | None = None,
+    ) -> bool:
+        """Read ``targets`` and apply each multi-read's results as it comes back (its changes are in
+        the view while ZooKeeper answers the next one); False when the view was let go meanwhile.
+
+        ``lag``: record ``now - mtime`` of each result; ``received``: path -> monotonic time its event
+        was recorded, for the received-to-applied lag."""
         if not targets:
-            return
-        results = self._reader.get_data([path for path, _ in targets], size_hint=size_hint)
-        now_ms = self._clock() * 1000
-        lags: list[float] = []
-        with self._apply_lock:
-            if generation is not None and (generation != self._generation or self._view is not view):
-                return
-            apply = view.apply
-            for (_, target), read in zip(targets, results, strict=True):
-                apply(target, read)
-                if lag and read.stat is not None:
-                    lags.append(max(0.0, now_ms - read.stat.mtime))
-        if lags:
-            with self._cond:
-                self._lags_ms.extend(lags)
+            return True
+        pos = 0
+        for results in self._reader.iter_data([path for path, _ in targets], size_hint=size_hint):
+            chunk = targets[pos : pos + len(results)]
+            pos += len(results)
+            now_ms = self._clock() * 1000
+            lags: list[float] = []
+            with self._apply_lock:
+                if generation is not None and (generation != self._generation or self._view is not view):
+                    return False
+                apply = view.apply
+                for (_, target), read in zip(chunk, results, strict=True):
+                    apply(target, read)
+                    if lag and read.stat is not None:
+                        lags.append(max(0.0, now_ms - read.stat.mtime))
+            if lags or received is not None:
+                applied_at = time.monotonic()
+                with self._cond:
+                    self._lags_ms.extend(lags)
+                    if received is not None:
+                        self._apply_lags_ms.extend((applied_at - received[path]) * 1000 for path, _ in chunk)
+        return True
 
     def _fall_back(self, generation: int, reason: str) -> None:
         with self._cond:
