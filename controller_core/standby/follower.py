@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -345,11 +345,13 @@ class StandbyFollower:
         broker_ids = [int(c) for c in _children(client, paths.BROKER_IDS_PATH) if c.isdigit()]
         topics = _children(client, paths.TOPICS_PATH)
         deletions = _children(client, paths.DELETE_TOPICS_PATH)
-        self._read_into(view, full_read_paths(broker_ids, topics, deletions), lag=False)
+        first = full_read_paths(broker_ids, topics, deletions)
+        self._read_into(view, [path for path, _ in first], [target for _, target in first], lag=False)
         if self._generation != generation or self._paused or self._stopped:
             return  # the loop decides what next
-        states = [(paths.partition_state_path(tp), Target(Kind.STATE, tp)) for tp in view.assigned_partitions()]
-        self._read_into(view, states, lag=False, size_hint=96)
+        partitions = list(view.assigned_partitions())
+        state_paths = [paths.partition_state_path(tp) for tp in partitions]
+        self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], lag=False, size_hint=96)
         zxid = client.last_zxid
         with self._cond, self._apply_lock:
             if generation != self._generation or self._paused:
@@ -384,11 +386,12 @@ class StandbyFollower:
                     del pending[path]
             take = len(batch)
             self._taken += take
-        targets = [(path, target) for path in batch if (target := classify(path)) is not None]
         view = self._view
         if view is None:
             return
-        if not self._read_into(view, targets, lag=True, generation=generation, received=batch):
+        # Classified as each read comes back, while ZooKeeper answers the next: a path the view does
+        # not hold (a parent, /brokers/seqid...) is read for nothing, which is rare and cheap.
+        if not self._read_into(view, list(batch), lag=True, generation=generation, received=batch):
             return
         zxid = self._client.last_zxid
         with self._cond:
@@ -410,31 +413,35 @@ class StandbyFollower:
     def _read_into(
         self,
         view: ClusterView,
-        targets: list[tuple[str, Target]],
+        read_paths: Sequence[str],
+        targets: Sequence[Target] | None = None,
         *,
         lag: bool,
         generation: int | None = None,
         size_hint: int = 256,
         received: Mapping[str, float] | None = None,
     ) -> bool:
-        """Read ``targets`` and apply each multi-read's results as it comes back (its changes are in
+        """Read ``read_paths`` and apply each multi-read's results as it comes back (its changes are in
         the view while ZooKeeper answers the next one); False when the view was let go meanwhile.
 
-        ``lag``: record ``now - mtime`` of each result; ``received``: path -> monotonic time its event
-        was recorded, for the received-to-applied lag."""
-        if not targets:
-            return True
+        ``targets``: what each path holds (``classify``, done here per chunk when None); ``lag``:
+        record ``now - mtime`` of each result; ``received``: path -> monotonic time its event was
+        recorded, for the received-to-applied lag."""
         pos = 0
-        for results in self._reader.iter_data([path for path, _ in targets], size_hint=size_hint):
-            chunk = targets[pos : pos + len(results)]
-            pos += len(results)
+        for results in self._reader.iter_data(read_paths, size_hint=size_hint):
+            end = pos + len(results)
+            chunk_paths = read_paths[pos:end]
+            chunk = [classify(path) for path in chunk_paths] if targets is None else targets[pos:end]
+            pos = end
             now_ms = self._clock() * 1000
             lags: list[float] = []
             with self._apply_lock:
                 if generation is not None and (generation != self._generation or self._view is not view):
                     return False
                 apply = view.apply
-                for (_, target), read in zip(chunk, results, strict=True):
+                for target, read in zip(chunk, results, strict=True):
+                    if target is None:
+                        continue
                     apply(target, read)
                     if lag and read.stat is not None:
                         lags.append(max(0.0, now_ms - read.stat.mtime))
@@ -443,7 +450,7 @@ class StandbyFollower:
                 with self._cond:
                     self._lags_ms.extend(lags)
                     if received is not None:
-                        self._apply_lags_ms.extend((applied_at - received[path]) * 1000 for path, _ in chunk)
+                        self._apply_lags_ms.extend((applied_at - received[path]) * 1000 for path in chunk_paths)
         return True
 
     def _fall_back(self, generation: int, reason: str) -> None:

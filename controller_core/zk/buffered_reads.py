@@ -88,7 +88,7 @@ class BufferedReads:
         available = len(self._buffer) - self._pos
         if available < 4:
             return False
-        (length,) = _LENGTH.unpack_from(self._buffer, self._pos)
+        length: int = _LENGTH.unpack_from(self._buffer, self._pos)[0]
         return available >= 4 + length
 
     def _read(self, length: int, timeout: float) -> bytes:
