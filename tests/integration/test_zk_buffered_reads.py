@@ -93,8 +93,48 @@ def test_a_burst_of_events_arrives_in_order_with_no_packet_left_buffered(
         follower_client._connection._read_socket = wrapped
         reads.uninstall()
         tap.uninstall()
-    assert follower_client._connection._read_socket == original  # uninstalled: kazoo's own again
     assert follower_client.exists(paths[0]) is not None
+    # Handed back on the connection thread after the next packet, with nothing left buffered.
+    assert _wait_for(lambda: not reads.installed)
+    assert follower_client._connection._read_socket == original
+    assert follower_client.exists(paths[1]) is not None
+
+
+def test_uninstalling_with_packets_buffered_loses_none(zk: KazooClient, follower_client: KazooClient) -> None:
+    zk.ensure_path("/brokers/n")
+    seen: list[str] = []
+    tap = PersistentWatchTap(follower_client, ["/brokers"], lambda _type, path: seen.append(path))
+    reads = BufferedReads(follower_client)
+    tap.install()
+    reads.install()
+    add_watch_async(follower_client, "/brokers").get(timeout=5)
+    hold = threading.Event()
+    release = threading.Event()
+    wrapped = follower_client._connection._read_watch_event
+
+    def slow(buffer: bytes, offset: int) -> Any:  # keeps the connection thread inside a buffered burst
+        if not hold.is_set():
+            hold.set()
+            release.wait(5)
+        return wrapped(buffer, offset)
+
+    follower_client._connection._read_watch_event = slow
+    try:
+        tx = zk.transaction()
+        for i in range(200):
+            tx.create(f"/brokers/n/{i}", b"x")
+        tx.commit()
+        assert hold.wait(5)
+        reads.uninstall()  # while the rest of the burst sits in the buffer
+        release.set()
+        assert _wait_for(lambda: len(seen) >= 200)
+        assert seen == [f"/brokers/n/{i}" for i in range(200)]
+        assert follower_client.get("/brokers/n")[1].numChildren == 200
+        assert _wait_for(lambda: not reads.installed)
+    finally:
+        release.set()
+        follower_client._connection._read_watch_event = wrapped
+        tap.uninstall()
 
 
 def test_a_reconnection_starts_from_an_empty_buffer(follower_client: KazooClient) -> None:
