@@ -67,7 +67,8 @@ class StandbyFollower:
         client: KazooClient,
         *,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
-        max_batch: int = 50_000,
+        read_chunk: int = 2_000,
+        reads_in_flight: int = 6,
         lag_window: int = 50_000,
         catch_up_timeout_s: float = 10.0,
         reader: MultiReader | None = None,
@@ -78,7 +79,8 @@ class StandbyFollower:
         self._client = client
         self._reader = reader or MultiReader(client)
         self.max_backlog = max_backlog
-        self.max_batch = max(1, max_batch)
+        self.read_chunk = max(1, read_chunk)
+        self.reads_in_flight = max(1, reads_in_flight)
         self.catch_up_timeout_s = catch_up_timeout_s
         self._clock = clock
         self._cond = threading.Condition()  # guards everything below that the connection thread touches
@@ -230,8 +232,11 @@ class StandbyFollower:
         with self._cond:
             backlog = len(self._pending) + (self._taken - self._done if self._loaded else 0)  # + being read
             oldest = next(iter(self._pending.values()), None)
-            lags = sorted(self._lags_ms)
-            apply_lags = sorted(self._apply_lags_ms)
+            lags = list(self._lags_ms)
+            apply_lags = list(self._apply_lags_ms)
+        # Sorted outside the lock: kazoo's connection thread takes it for every event.
+        lags.sort()
+        apply_lags.sort()
         now = time.monotonic()
         view = self._view
         return {
@@ -346,12 +351,12 @@ class StandbyFollower:
         topics = _children(client, paths.TOPICS_PATH)
         deletions = _children(client, paths.DELETE_TOPICS_PATH)
         first = full_read_paths(broker_ids, topics, deletions)
-        self._read_into(view, [path for path, _ in first], [target for _, target in first], lag=False)
+        self._read_into(view, [path for path, _ in first], [target for _, target in first])
         if self._generation != generation or self._paused or self._stopped:
             return  # the loop decides what next
         partitions = list(view.assigned_partitions())
         state_paths = [paths.partition_state_path(tp) for tp in partitions]
-        self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], lag=False, size_hint=96)
+        self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], size_hint=96)
         zxid = client.last_zxid
         with self._cond, self._apply_lock:
             if generation != self._generation or self._paused:
@@ -370,38 +375,77 @@ class StandbyFollower:
         )
 
     def _drain(self) -> None:
+        """Re-read what changed as a stream: up to ``reads_in_flight`` multi-reads of ``read_chunk``
+        paths each, every one sent as soon as there is room with the oldest pending paths, and applied
+        in the order sent (FIFO: ``_done`` counts applied entries in the order they were taken, which
+        ``catch_up`` relies on). A change recorded while reads are out goes in the next read sent,
+        not after a whole batch comes back. Returns when nothing is pending or in flight."""
         with self._cond:
             if not self._loaded:
                 self._resync_needed = True
                 return
             generation = self._generation
-            pending = self._pending
-            if len(pending) <= self.max_batch:
-                # The whole backlog (the usual case): swap the dict, O(1). Popping entries one by one
-                # from the front costs O(n) each (a dict skips its deleted slots from the start).
-                batch, self._pending = pending, {}
-            else:
-                batch = dict(itertools.islice(pending.items(), self.max_batch))
-                for path in batch:
-                    del pending[path]
-            take = len(batch)
-            self._taken += take
         view = self._view
         if view is None:
             return
-        # Classified as each read comes back, while ZooKeeper answers the next: a path the view does
-        # not hold (a parent, /brokers/seqid...) is read for nothing, which is rare and cheap.
-        if not self._read_into(view, list(batch), lag=True, generation=generation, received=batch):
-            return
-        zxid = self._client.last_zxid
-        with self._cond:
-            if generation != self._generation:
+        in_flight: deque[tuple[dict[str, float], Callable[[], list[Any]]]] = deque()
+        while True:
+            taken: list[dict[str, float]] = []
+            with self._cond:
+                if generation != self._generation or self._stopped:
+                    return  # what is in flight is dropped; the loop decides what next
+                pending = self._pending
+                while pending and len(in_flight) + len(taken) < self.reads_in_flight:
+                    if len(pending) <= self.read_chunk:
+                        # Swap the dict, O(1); popping from its front one by one is O(n) each
+                        # (a dict skips its deleted slots from the start).
+                        chunk, pending = pending, {}
+                        self._pending = pending
+                    else:
+                        chunk = dict(itertools.islice(pending.items(), self.read_chunk))
+                        for path in chunk:
+                            del pending[path]
+                    self._taken += len(chunk)
+                    taken.append(chunk)
+                if not taken and not in_flight:
+                    return
+            for chunk in taken:
+                in_flight.append((chunk, self._reader.submit_data(list(chunk))))
+            chunk, receive = in_flight.popleft()
+            results = receive()
+            if not self._apply_chunk(view, chunk, results, generation):
                 return
-            self._done += take
-            self.changes_applied += take
-            if not self._pending:
-                self._mark_warm_locked(zxid)
-            self._cond.notify_all()
+            zxid = self._client.last_zxid
+            with self._cond:
+                if generation != self._generation:
+                    return
+                self._done += len(chunk)
+                self.changes_applied += len(chunk)
+                if not self._pending and not in_flight:
+                    self._mark_warm_locked(zxid)
+                self._cond.notify_all()
+
+    def _apply_chunk(self, view: ClusterView, received: dict[str, float], results: list[Any], generation: int) -> bool:
+        """Apply one read's results (``received``: path -> when its event was recorded); False when
+        the view was let go meanwhile."""
+        now_ms = self._clock() * 1000
+        lags: list[float] = []
+        with self._apply_lock:
+            if generation != self._generation or self._view is not view:
+                return False
+            apply = view.apply
+            for path, read in zip(received, results, strict=True):
+                target = classify(path)
+                if target is None:
+                    continue  # a parent, /brokers/seqid...: read for nothing (rare, cheap)
+                apply(target, read)
+                if read.stat is not None:
+                    lags.append(max(0.0, now_ms - read.stat.mtime))
+        applied_at = time.monotonic()
+        with self._cond:
+            self._lags_ms.extend(lags)
+            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in received.values())
+        return True
 
     def _mark_warm_locked(self, zxid: int) -> None:
         self.current_to_zxid = max(self.current_to_zxid, zxid)
@@ -411,47 +455,17 @@ class StandbyFollower:
         self._cond.notify_all()
 
     def _read_into(
-        self,
-        view: ClusterView,
-        read_paths: Sequence[str],
-        targets: Sequence[Target] | None = None,
-        *,
-        lag: bool,
-        generation: int | None = None,
-        size_hint: int = 256,
-        received: Mapping[str, float] | None = None,
-    ) -> bool:
-        """Read ``read_paths`` and apply each multi-read's results as it comes back (its changes are in
-        the view while ZooKeeper answers the next one); False when the view was let go meanwhile.
-
-        ``targets``: what each path holds (``classify``, done here per chunk when None); ``lag``:
-        record ``now - mtime`` of each result; ``received``: path -> monotonic time its event was
-        recorded, for the received-to-applied lag."""
+        self, view: ClusterView, read_paths: Sequence[str], targets: Sequence[Target], *, size_hint: int = 256
+    ) -> None:
+        """A full read's paths into ``view``, each multi-read's results applied as they come back."""
         pos = 0
         for results in self._reader.iter_data(read_paths, size_hint=size_hint):
             end = pos + len(results)
-            chunk_paths = read_paths[pos:end]
-            chunk = [classify(path) for path in chunk_paths] if targets is None else targets[pos:end]
-            pos = end
-            now_ms = self._clock() * 1000
-            lags: list[float] = []
             with self._apply_lock:
-                if generation is not None and (generation != self._generation or self._view is not view):
-                    return False
                 apply = view.apply
-                for target, read in zip(chunk, results, strict=True):
-                    if target is None:
-                        continue
+                for target, read in zip(targets[pos:end], results, strict=True):
                     apply(target, read)
-                    if lag and read.stat is not None:
-                        lags.append(max(0.0, now_ms - read.stat.mtime))
-            if lags or received is not None:
-                applied_at = time.monotonic()
-                with self._cond:
-                    self._lags_ms.extend(lags)
-                    if received is not None:
-                        self._apply_lags_ms.extend((applied_at - received[path]) * 1000 for path in chunk_paths)
-        return True
+            pos = end
 
     def _fall_back(self, generation: int, reason: str) -> None:
         with self._cond:
