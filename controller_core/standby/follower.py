@@ -67,8 +67,8 @@ class StandbyFollower:
         client: KazooClient,
         *,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
-        read_chunk: int = 2_000,
-        reads_in_flight: int = 6,
+        read_chunk: int = 5_000,
+        reads_in_flight: int = 8,
         lag_window: int = 50_000,
         catch_up_timeout_s: float = 10.0,
         reader: MultiReader | None = None,
@@ -410,7 +410,7 @@ class StandbyFollower:
                 if not taken and not in_flight:
                     return
             for chunk in taken:
-                in_flight.append((chunk, self._reader.submit_data(list(chunk))))
+                in_flight.append((chunk, self._reader.submit_data(list(chunk), size_hint=96)))
             chunk, receive = in_flight.popleft()
             results = receive()
             if not self._apply_chunk(view, chunk, results, generation):
