@@ -48,7 +48,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from dashboard.audit.rejections import record_socket_rejection
 from dashboard.clusters import layout
 from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
-from dashboard.live import fanout, groups, permissions
+from dashboard.live import fanout, groups, permissions, verdicts
 from dashboard.live.scopes import Scope, parse_scope
 
 logger = logging.getLogger(__name__)
@@ -217,7 +217,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """Re-check the user's right to view at most every ``RECHECK_S``; close the socket if gone."""
         if time.monotonic() - self._checked_at < permissions.RECHECK_S:
             return True
-        return await self._recheck(explain=False)
+        ok = await verdicts.shared_recheck(self.scope.get("user"), self.cluster_name)
+        self._checked_at = time.monotonic()
+        if not ok:
+            await self._refuse(f"access to cluster {self.cluster_name!r} was revoked", CLOSE_FORBIDDEN, False)
+        return ok
 
     async def _recheck(self, explain: bool = True) -> bool:
         """Ask the database now; on a revoked right, audit it and close the socket (4403).

@@ -136,3 +136,39 @@ def test_text_is_kept_on_the_event_and_never_shared_between_kinds() -> None:
     assert not fanout.is_group_event({"type": "websocket.receive", "text": "{}"})
     status: dict[str, Any] = {"type": protocol.STATUS, "status": {"zk_state": "CONNECTED"}}
     assert fanout.status_text(status) == '{"kind":"status","status":{"zk_state":"CONNECTED"}}'
+
+
+async def test_sockets_of_one_user_share_a_push_recheck_and_all_see_a_revocation(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from dashboard.live import permissions
+
+    cookie = await sync_to_async(_cookie)(alice)
+    comms = [await _subscribed(cookie) for _ in range(SOCKETS)]
+    checks: list[int] = []
+    real_check = permissions.still_allowed
+
+    def counting_check(user: Any, cluster: str) -> bool:
+        checks.append(1)
+        return real_check(user, cluster)
+
+    monkeypatch.setattr(permissions, "still_allowed", counting_check)
+    monkeypatch.setattr(permissions, "RECHECK_S", 0.5)  # shared for 0.1 s
+    await asyncio.sleep(0.6)  # every socket is due
+    status = {"type": protocol.STATUS, "status": {"gen": "g1"}}
+    await get_channel_layer().group_send(groups.status(CLUSTER), status)
+    kinds = [(await comm.receive_json_from(timeout=5))["kind"] for comm in comms]
+    assert kinds == ["status"] * SOCKETS
+    assert len(checks) == 1, f"{len(checks)} database checks for {SOCKETS} sockets of one user"
+
+    await sync_to_async(User.objects.filter(pk=alice.pk).update)(is_active=False)
+    await asyncio.sleep(0.6)
+    await get_channel_layer().group_send(groups.status(CLUSTER), status)
+    for comm in comms:
+        output = await comm.receive_output(timeout=5)
+        assert output["type"] == "websocket.close" and output["code"] == 4403
+    assert len(checks) == 2
