@@ -14,9 +14,9 @@ snapshot by ``seq`` (protocol in ``dashboard/live/protocol.py``).
 Permissions (issue #10): every message the browser sends is checked against fresh database rows
 before it is acted on, so a user deactivated or stripped of the viewer role while the socket is
 open gets the next message refused and the socket closed (4403); forwarded server messages are
-re-checked at most every ``RECHECK_S``. Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``)
-and rate (``MAX_MESSAGES`` per ``MESSAGE_WINDOW_S``). Every refused or closed socket is audited
-(``REQUEST_REJECTED``).
+re-checked at most every ``RECHECK_S`` (one check answers a user's sockets: ``verdicts``).
+Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``) and rate (``MAX_MESSAGES`` per
+``MESSAGE_WINDOW_S``). Every refused or closed socket is audited (``REQUEST_REJECTED``).
 
 A stalled feed (F19): the mirror sends every page a status each heartbeat (1 s), so a consumer that
 hears nothing from the channel layer for ``FEED_STALL_S`` was not reading its channel (its process
