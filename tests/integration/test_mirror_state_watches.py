@@ -104,8 +104,8 @@ def test_a_leader_written_before_its_watch_is_armed_fires_at_once(
         mirror._pending_reads.clear()  # the change's queued re-read comes much later in a storm
         cluster.write_states({TopicPartition("orders", 0): (2, 2, [2])}, 3)
         client.exists("/brokers/topics")  # a busy loop's other reads: the session has seen the write
-        mirror._sweep_some()
-        assert not mirror._watch_queue and mirror._refresh_queue, "watches are armed before re-derivation"
+        while mirror._watch_queue:  # after the re-derivation, as in a storm
+            mirror._sweep_some()
         deadline = time.monotonic() + 5.0
         fired = False
         while not fired and time.monotonic() < deadline:

@@ -302,9 +302,9 @@ class Mirror(StateReads):
             partitions = [member_tp(m) for m in affected]
             # Watch the ones left without a live leader soon, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
-            # of them is then read first, whenever it comes. A chunk per loop turn, before the
-            # re-derivation (arming is one asynchronous SetWatches request per chunk, ~20 ms): the
-            # next leaders are often written while 50,000 rows are still being re-derived.
+            # of them is then read first, whenever it comes. A chunk per loop turn, after the
+            # re-derivation that shows the failover (armed first, the failover's own leaderless
+            # writes fired 20,000 watches whose reads held that display back by seconds).
             self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
             self._watch_queue.update(dict.fromkeys(partitions))
             self._reread(partitions)

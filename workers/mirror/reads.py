@@ -157,8 +157,8 @@ class StateReads:
                 action()
 
     def _sweep_some(self) -> None:
-        """One chunk of background work: watched partitions that changed, watches to arm (observed
-        mode), re-derivations, then queued re-reads, then the sweep."""
+        """One chunk of background work: watched partitions that changed, re-derivations, watches to
+        arm (observed mode), then queued re-reads, then the sweep."""
         if self._changed_reads:
             changed = self._changed_reads
             chunk = list(itertools.islice(changed, self.config.sweep_chunk))
@@ -166,6 +166,15 @@ class StateReads:
                 del changed[tp]
                 self._pending_reads.pop(tp, None)
             self._read_now(chunk)
+            return
+        if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
+            # In a managed cluster the controller's records come first: they carry what the page
+            # is waiting for, and each one makes a queued refresh of its row unnecessary.
+            queue_ = self._refresh_queue
+            members = list(itertools.islice(queue_, self.config.refresh_chunk))
+            for m in members:
+                del queue_[m]
+            self.state.refresh(members)
             return
         if self._watch_queue:
             watch_queue = self._watch_queue
@@ -176,15 +185,6 @@ class StateReads:
             # this arming is newer than that, so its watch fires at once (relative to now, it was
             # missed until the next queued read, seconds later in a storm).
             self._watch_unresolved(partitions, self._watch_since)
-            return
-        if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
-            # In a managed cluster the controller's records come first: they carry what the page
-            # is waiting for, and each one makes a queued refresh of its row unnecessary.
-            queue_ = self._refresh_queue
-            members = list(itertools.islice(queue_, self.config.refresh_chunk))
-            for m in members:
-                del queue_[m]
-            self.state.refresh(members)
             return
         if self._pending_reads:
             pending = self._pending_reads
