@@ -31,7 +31,6 @@ Guarantees and failure behaviour:
 from __future__ import annotations
 
 import logging
-import struct
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from controller_core.zk.jute import DONE, ERROR_OPCODE, INT, MULTI_HEADER, STAT, PreparedRequest
 from controller_core.zk.paths import under_chroot
 
 logger = logging.getLogger(__name__)
@@ -56,21 +56,16 @@ logger = logging.getLogger(__name__)
 MULTI_READ_OPCODE: Final = 22
 GET_DATA_OPCODE: Final = 4
 GET_CHILDREN_OPCODE: Final = 8
-ERROR_OPCODE: Final = -1
 # Not a ZooKeeper opcode: a getData whose reply is parsed to (data, version) without the full stat.
 _GET_DATA_VERSION: Final = -4
 DEFAULT_MAX_BATCH_BYTES: Final = 900_000
 
-_INT: Final = struct.Struct("!i")
-_MULTI_HEADER: Final = struct.Struct("!iBi")
-_STAT: Final = struct.Struct("!qqqqiiiqiiq")
-_STAT_VERSION_OFFSET: Final = 32  # czxid, mzxid, ctime, mtime (8 bytes each), then version
-_DONE: Final = _MULTI_HEADER.pack(-1, 1, -1)
-_HEADER_DATA: Final = _MULTI_HEADER.pack(GET_DATA_OPCODE, 0, -1)
-_HEADER_CHILDREN: Final = _MULTI_HEADER.pack(GET_CHILDREN_OPCODE, 0, -1)
+_STAT_VERSION_OFFSET: Final = 32  # in STAT: czxid, mzxid, ctime, mtime (8 bytes each), then version
+_HEADER_DATA: Final = MULTI_HEADER.pack(GET_DATA_OPCODE, 0, -1)
+_HEADER_CHILDREN: Final = MULTI_HEADER.pack(GET_CHILDREN_OPCODE, 0, -1)
 # Per-op response overhead: multi header + length prefix (+ stat for getData).
-_DATA_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size + _STAT.size
-_CHILDREN_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size
+_DATA_OVERHEAD: Final = MULTI_HEADER.size + INT.size + STAT.size
+_CHILDREN_OVERHEAD: Final = MULTI_HEADER.size + INT.size
 # Errors that belong to one path rather than to the whole request.
 _PER_PATH_ERRORS: Final = (NoNodeError, NoAuthError)
 
@@ -137,37 +132,24 @@ class _RawReply(NamedTuple):
     offset: int
 
 
-class _MultiReadRequest:
-    """A pre-serialized multi-read request in the shape kazoo's connection sends and answers.
-
-    kazoo calls ``serialize()`` on its connection thread and ``deserialize()`` with the reply packet;
-    both are trivial here so that thread stays free for pings and other traffic.
-    """
+class _MultiReadRequest(PreparedRequest):
+    """A pre-serialized multi-read; the reply is parsed later, by ``_parse_reply`` on the caller's thread."""
 
     type = MULTI_READ_OPCODE
-    __slots__ = ("count", "payload")
-
-    def __init__(self, payload: bytes, count: int) -> None:
-        self.payload = payload
-        self.count = count
-
-    def serialize(self) -> bytes:
-        return self.payload
+    label = "MultiRead"
+    __slots__ = ()
 
     def deserialize(self, buffer: bytes, offset: int) -> _RawReply:
         return _RawReply(buffer, offset)
-
-    def __repr__(self) -> str:  # kazoo logs requests at DEBUG: keep it one short line
-        return f"MultiRead({self.count} ops, {len(self.payload)} bytes)"
 
 
 def _parse_reply(reply: _RawReply, kind: int, count: int) -> list[Any]:
     buf, offset = reply.buffer, reply.offset
     if len(buf) <= offset:
         raise UnimplementedError("empty multi-read reply (server does not support OpCode 22)")
-    unpack_header = _MULTI_HEADER.unpack_from
-    unpack_int = _INT.unpack_from
-    unpack_stat = _STAT.unpack_from
+    unpack_header = MULTI_HEADER.unpack_from
+    unpack_int = INT.unpack_from
+    unpack_stat = STAT.unpack_from
     make_stat = ZnodeStat._make
     new_tuple = tuple.__new__
     versioned = kind == _GET_DATA_VERSION
@@ -383,13 +365,13 @@ class MultiReader:
                     if pos > start and (request_bytes + op_bytes > budget or response_bytes + estimate > budget):
                         break
                     parts.append(header)
-                    parts.append(_INT.pack(len(encoded)))
+                    parts.append(INT.pack(len(encoded)))
                     parts.append(encoded)
                     parts.append(b"\x00")  # watch = false (ignored by the server anyway)
                     request_bytes += op_bytes
                     response_bytes += estimate
                     pos += 1
-                parts.append(_DONE)
+                parts.append(DONE)
                 request = _MultiReadRequest(b"".join(parts), pos - start)
                 in_flight.append((request, self._submit(request)))
 
@@ -409,7 +391,7 @@ class MultiReader:
 
     def _probe(self) -> None:
         root = under_chroot(self._client.chroot)("/").encode()
-        request = _MultiReadRequest(_HEADER_DATA + _INT.pack(len(root)) + root + b"\x00" + _DONE, 1)
+        request = _MultiReadRequest(_HEADER_DATA + INT.pack(len(root)) + root + b"\x00" + DONE, 1)
         try:
             self._receive(self._submit(request), request, GET_DATA_OPCODE)
         except UnimplementedError:
