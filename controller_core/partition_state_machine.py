@@ -46,6 +46,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
+from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import PartitionState
@@ -133,7 +134,9 @@ class PartitionStateMachine:
             states[tp] = state
             counts[state] += 1
         ctx.put_partition_states(states)
-        self._log.record("states_initialized", machine="partition", counts={str(s): n for s, n in counts.items()})
+        self._log.record(
+            RecordKind.STATES_INITIALIZED, machine="partition", counts={str(s): n for s, n in counts.items()}
+        )
         return self.trigger_online_partition_state_change()
 
     def shutdown(self) -> None:
@@ -201,7 +204,7 @@ class PartitionStateMachine:
                 if current is not target:  # Offline -> Offline changes nothing worth a record
                     info = leadership.get(tp)
                     append((tp, current, target, None, None if info is None else info.leader_and_isr, None, None))
-            self._log.partition_records("partition_transition", rows)
+            self._log.partition_records(RecordKind.PARTITION_TRANSITION, rows)
             return {}
         if target is not _P.ONLINE:
             for tp in valid:
@@ -378,7 +381,7 @@ class PartitionStateMachine:
                 record((tp, state_of(tp), online, name, before[tp], result, outcome.unclean))
                 results[tp] = result
         finally:  # what was written is recorded, cached and requested even when a later multi fails
-            self._log.partition_records("election", records)
+            self._log.partition_records(RecordKind.ELECTION, records)
             ctx.put_partition_leadership_infos(written)
             self._batch.add_leader_and_isr_requests(requests, is_new=False)
         results.update(failed)

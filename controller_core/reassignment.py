@@ -43,6 +43,7 @@ from controller_core.model import LeaderIsrAndControllerEpoch, PartitionAndRepli
 from controller_core.partition_state_machine import PartitionStateMachine
 from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.protocol.messages import ErrorCode
+from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
@@ -157,7 +158,9 @@ class ReassignmentManager:
             self.on_partition_reassignment(tp, current.reassign_to(target))
             handled.add(tp)
         if rejected:
-            self._scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
+            self._scl.record(
+                RecordKind.REASSIGNMENT_REJECTED, partitions={str(tp): why for tp, why in rejected.items()}
+            )
             self._remove_from_zk_request(set(rejected), only_if_target=None)
         return handled
 
@@ -235,7 +238,7 @@ class ReassignmentManager:
         # Leaving the set first makes the completion path record "cancelled" (below), not "completed".
         ctx.partitions_being_reassigned.discard(tp)
         self._scl.record(
-            "reassignment",
+            RecordKind.REASSIGNMENT,
             phase="cancelled",
             entity=str(tp),
             topic=tp.topic,
@@ -266,7 +269,7 @@ class ReassignmentManager:
             ctx.partitions_being_reassigned.add(tp)
             if started:
                 self._scl.record(
-                    "reassignment",
+                    RecordKind.REASSIGNMENT,
                     phase="started",
                     entity=str(tp),
                     topic=tp.topic,
@@ -316,7 +319,7 @@ class ReassignmentManager:
         self._client.send_update_metadata([tp])
         if was_reassigning or assignment.is_being_reassigned:
             self._scl.record(
-                "reassignment",
+                RecordKind.REASSIGNMENT,
                 phase="completed",
                 entity=str(tp),
                 topic=tp.topic,

@@ -30,6 +30,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateStore, ZkCode
+from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.states import ReplicaState
@@ -103,7 +104,7 @@ class ReplicaStateMachine:
             logger.exception("error while bringing %d online replicas online at startup", online_count)
         # Initializations, not transitions: one summary instead of a record per replica.
         self._log.record(
-            "states_initialized",
+            RecordKind.STATES_INITIALIZED,
             machine="replica",
             counts={str(_R.ONLINE): online_count, str(_R.DELETION_INELIGIBLE): len(offline)},
         )
@@ -229,7 +230,7 @@ class ReplicaStateMachine:
             for tp, current in zip(partitions, before, strict=True)
             if current is not state
         ]
-        self._log.partition_records("replica_transition", rows, broker_id)
+        self._log.partition_records(RecordKind.REPLICA_TRANSITION, rows, broker_id)
 
     def _to_new(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
@@ -417,7 +418,7 @@ class ReplicaStateMachine:
                         written.append((tp, info))
                         finished[tp] = info
             finally:  # what was written is recorded and cached even when a later multi fails
-                self._log.partition_records("isr_change", records, broker_id)
+                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
                 ctx.put_partition_leadership_infos(written)
         return finished, retry
 
