@@ -26,8 +26,8 @@ from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, RedisServer, free_port, port_open
 from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.live_stack import PASSWORD
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for

@@ -140,3 +140,17 @@ def spark(spark_connect: SparkConnectServer) -> Iterator[SparkSession]:
     session = build_spark(remote=spark_connect.remote, app_name="analytics-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+# -- controllers, brokers and operators (house) ----------------------------------------------------
+# The fixtures shared by the controller, broker, reassignment and election modules live in their own
+# module; importing them here makes them available to every integration module by name.
+from tests.integration.controller_fixtures import (  # noqa: E402
+    agents,
+    candidates,
+    fake_brokers,
+    no_tasks,
+    operator,
+)
+
+__all__ = ["agents", "candidates", "fake_brokers", "no_tasks", "operator"]

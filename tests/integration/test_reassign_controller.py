@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from kazoo.client import KazooClient
 
@@ -27,8 +24,8 @@ from controller_core.zk.store import ZkStore
 from dashboard.actions.reassign_cluster import read_controller_endpoint
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 from workers.reassign import cancel, execute, send_cancel
 
@@ -36,53 +33,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
 API = f"/api/v1/clusters/{NAME}/reassignments/"
-
-
-@pytest.fixture
-def agents(zk_chroot: str, tmp_path: Path) -> Iterator[Agents]:
-    group = Agents(zk_chroot, tmp_path)
-    try:
-        yield group
-    finally:
-        group.close()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
-
-
-@pytest.fixture
-def operator(settings: Any, redis_url: str) -> Client:
-    settings.REDIS_URL = redis_url
-    settings.ACTION_RATE_LIMIT = "0"
-    user = User.objects.create_user("otto")
-    user.groups.add(Group.objects.get(name="operator"))
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def no_tasks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The web process queues tasks; the test runs them itself."""
-    from dashboard.celery import app
-
-    calls: list[Any] = []
-
-    class Result:
-        id = "t"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
 
 
 def assignment(zk: KazooClient, topic: str) -> dict[int, Any]:

@@ -262,8 +262,8 @@ def test_a_real_controller_acts_on_what_the_api_writes(
 ) -> None:
     """Create, grow and delete through the API with real broker agents and a controller candidate: the
     partitions come online and the deletion completes, so the znodes are in the layout Kafka reads."""
-    from tests.integration.test_broker_harness import Agents
-    from tests.integration.test_controller_zk import Candidates
+    from tests.support.broker_agents import Agents
+    from tests.support.controllers import Candidates
     from tests.support.zk import wait_for
 
     settings.REDIS_URL = redis_url

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage
 
