@@ -15,10 +15,11 @@ from django.conf import settings
 
 
 @lru_cache(maxsize=8)
-def _pool(url: str, socket_timeout: float, connect_timeout: float) -> redis.ConnectionPool:
+def pool(url: str, socket_timeout: float, connect_timeout: float) -> redis.ConnectionPool:
+    """The process's pool for ``url`` with these timeouts (seconds), made on first use."""
     return redis.ConnectionPool.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=connect_timeout)
 
 
 def shared_redis(socket_timeout: float, connect_timeout: float) -> redis.Redis:
     """A client on the process's pool for ``settings.REDIS_URL`` with these timeouts (seconds)."""
-    return redis.Redis(connection_pool=_pool(settings.REDIS_URL, socket_timeout, connect_timeout))
+    return redis.Redis(connection_pool=pool(settings.REDIS_URL, socket_timeout, connect_timeout))

@@ -49,9 +49,12 @@ def rejection(request: HttpRequest, status: int, message: str) -> HttpResponse:
     return HttpResponse(message + "\n", status=status, content_type="text/plain; charset=utf-8")
 
 
+#: Short timeouts: a hung Redis must not hold every action request for seconds.
+REDIS_TIMEOUT_S: Final = 0.5
+
+
 def _redis() -> redis.Redis:
-    # Short timeouts: a hung Redis must not hold every action request for seconds.
-    return shared_redis(socket_timeout=0.5, connect_timeout=0.5)
+    return shared_redis(socket_timeout=REDIS_TIMEOUT_S, connect_timeout=REDIS_TIMEOUT_S)
 
 
 def rate_key(request: HttpRequest) -> str:
