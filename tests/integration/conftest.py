@@ -148,9 +148,11 @@ def spark(spark_connect: SparkConnectServer) -> Iterator[SparkSession]:
 from tests.integration.controller_fixtures import (  # noqa: E402
     agents,
     candidates,
+    election_consumer,
     fake_brokers,
-    no_tasks,
     operator,
+    rds,
+    sent,
 )
 
-__all__ = ["agents", "candidates", "fake_brokers", "no_tasks", "operator"]
+__all__ = ["agents", "candidates", "election_consumer", "fake_brokers", "operator", "rds", "sent"]

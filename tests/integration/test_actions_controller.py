@@ -45,10 +45,8 @@ def rejoin_isr(zk: KazooClient, tp: TP, broker: int) -> None:
 
 
 def test_operator_restores_preferred_leader_after_a_broker_restart(
-    zk: KazooClient, zk_chroot: str, fake_brokers: FakeBrokers, candidates: Candidates, monkeypatch: pytest.MonkeyPatch
+    zk: KazooClient, zk_chroot: str, fake_brokers: FakeBrokers, candidates: Candidates, sent: list[Any]
 ) -> None:
-    from dashboard.celery import app
-
     for b in (1, 2, 3):
         fake_brokers.start(b)
     candidates.start(100)
@@ -70,16 +68,6 @@ def test_operator_restores_preferred_leader_after_a_broker_restart(
     url = f"/actions/clusters/{NAME}/preferred-election/"
     # the controller takes the ISR change in asynchronously: wait until the preview agrees
     wait_for(lambda: "Would become" in client.get(url, {"scope": "broker", "broker": "1"}).content.decode(), timeout=10)
-    sent: list[Any] = []
-
-    class Result:
-        id = "t"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        sent.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
     response = client.post(url, {"scope": "broker", "broker": "1", "reason": "broker 1 restarted"})
     assert response.status_code == 302
     (action,) = Action.objects.filter(kind="preferred_election")

@@ -58,7 +58,7 @@ def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidate
 
 
 def test_bad_catch_up_settings_are_refused_with_nothing_written(
-    zk: KazooClient, zk_chroot: str, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, operator: Client, sent: list[Any]
 ) -> None:
     ZkStore(zk).ensure_persistent_paths()
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
@@ -75,12 +75,12 @@ def test_bad_catch_up_settings_are_refused_with_nothing_written(
         assert response.status_code == 400 and message in response.json()["error"], (field, response.content)
         page = operator.get(PAGE, {**{k: str(v) for k, v in base.items()}, field: str(value)})
         assert page.status_code == 400
-    assert no_tasks == [] and zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
+    assert sent == [] and zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
 
 
 @pytest.mark.django_db(transaction=True)  # the task runs in a thread: its connection must see the action
 def test_a_waiting_election_moves_leadership_only_after_catch_up(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
     min_isr_s = 4.0
@@ -101,7 +101,7 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     )  # fmt: skip
     assert response.status_code == 201, response.content
     action_id = response.json()["id"]
-    assert no_tasks == [("workers.catchup_election.run", [action_id])]
+    assert sent == [("workers.catchup_election.run", [action_id])]
 
     joined: list[float] = []
     result: list[str] = []
@@ -134,7 +134,7 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
 
 
 def test_an_election_that_cannot_catch_up_times_out_and_says_why(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
     response = operator.post(

@@ -57,7 +57,7 @@ def start_cluster(zk: KazooClient, agents: Agents, candidates: Candidates, *slow
 
 
 def test_move_a_topic_to_other_brokers_and_watch_it_complete(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start_cluster(zk, agents, candidates)
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
@@ -75,7 +75,7 @@ def test_move_a_topic_to_other_brokers_and_watch_it_complete(
     )
     assert response.status_code == 202, response.content
     action_id = response.json()["action"]
-    assert no_tasks == [("workers.reassign.execute", [action_id])]
+    assert sent == [("workers.reassign.execute", [action_id])]
     assert execute.run(action_id, connect=zk_chroot, monitor=False) == "running"
 
     seen: list[dict[str, Any]] = []
@@ -108,13 +108,13 @@ def test_move_a_topic_to_other_brokers_and_watch_it_complete(
         content_type="application/json",
         headers={"Idempotency-Key": "move-1"},
     )
-    assert again.json()["action"] == action_id and len(no_tasks) == 1
+    assert again.json()["action"] == action_id and len(sent) == 1
     kinds = [(r["kind"], r.get("phase")) for r in candidates.sinks[100].records if r["kind"] == "reassignment"]
     assert ("reassignment", "completed") in kinds
 
 
 def test_cancel_reverts_a_partition_whose_new_replica_cannot_catch_up(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start_cluster(zk, agents, candidates, 3)
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)

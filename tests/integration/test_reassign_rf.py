@@ -49,7 +49,7 @@ def run(operator: Client, zk_chroot: str, body: dict[str, Any]) -> Action:
 
 
 def test_raise_and_lower_the_replication_factor_rack_aware(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     for b in (1, 2, 3, 4):
         agents.start(b, "--produce-rate", "50", "--rack", RACK[b])

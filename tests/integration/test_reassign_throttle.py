@@ -78,7 +78,7 @@ def submit(operator: Client, zk_chroot: str, rate: Any) -> int:
 
 
 def test_a_throttled_move_copies_at_the_rate_changes_live_and_leaves_no_throttle(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start(zk, zk_chroot, agents, candidates, produce=200)  # 200 kB/s produced, more than the throttle
     action_id = submit(operator, zk_chroot, RATE)
@@ -179,7 +179,7 @@ def test_a_throttled_move_copies_at_the_rate_changes_live_and_leaves_no_throttle
 
 
 def test_cancel_removes_the_throttle_and_the_beat_removes_orphans(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start(zk, zk_chroot, agents, candidates, produce=100)
     for bad in (0, "fast", 2.5, -1):
