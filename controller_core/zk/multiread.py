@@ -70,12 +70,11 @@ _CHILDREN_OVERHEAD: Final = MULTI_HEADER.size + INT.size
 _PER_PATH_ERRORS: Final = (NoNodeError, NoAuthError)
 
 
-class DataResult(NamedTuple):
-    """One path's getData outcome: ``data`` and ``stat`` on success, else ``error`` (e.g. NoNodeError)."""
+class _Outcome:
+    """``ok`` and ``missing`` of a per-path read result (mixed into the result tuples)."""
 
-    data: bytes | None
-    stat: Any  # kazoo ZnodeStat, or None when the read failed
-    error: ZookeeperError | None = None
+    __slots__ = ()
+    error: ZookeeperError | None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +83,18 @@ class DataResult(NamedTuple):
     @property
     def missing(self) -> bool:
         return isinstance(self.error, NoNodeError)
+
+
+class _DataFields(NamedTuple):
+    data: bytes | None
+    stat: Any  # kazoo ZnodeStat, or None when the read failed
+    error: ZookeeperError | None = None
+
+
+class DataResult(_DataFields, _Outcome):
+    """One path's getData outcome: ``data`` and ``stat`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    __slots__ = ()
 
 
 class VersionedData(NamedTuple):
@@ -99,19 +110,15 @@ class VersionedData(NamedTuple):
     error: ZookeeperError | None = None
 
 
-class ChildrenResult(NamedTuple):
-    """One path's getChildren outcome: ``children`` on success, else ``error`` (e.g. NoNodeError)."""
-
+class _ChildrenFields(NamedTuple):
     children: list[str] | None
     error: ZookeeperError | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
-    @property
-    def missing(self) -> bool:
-        return isinstance(self.error, NoNodeError)
+class ChildrenResult(_ChildrenFields, _Outcome):
+    """One path's getChildren outcome: ``children`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    __slots__ = ()
 
 
 @dataclass(slots=True)
@@ -125,6 +132,17 @@ class MultiReadCounters:
     bytes_received: int = 0
     largest_request: int = 0
     largest_response: int = 0
+
+
+class _ReadKind(NamedTuple):
+    """One kind of bulk read: the multi-read op, the reply bytes per op besides the data, the
+    ``KazooClient`` method of the single-read fallback, and how a failure or a value becomes a result."""
+
+    opcode: int
+    overhead: int
+    single: str
+    failed: Callable[[ZookeeperError], Any]
+    convert: Callable[[Any], Any]
 
 
 class _RawReply(NamedTuple):
@@ -241,87 +259,43 @@ class MultiReader:
     # -- public API ----------------------------------------------------------------------------------
     def get_data(self, paths: Sequence[str], *, size_hint: int = 256) -> list[DataResult]:
         """Read data and stat of every path; ``size_hint`` is the expected data size per node in bytes."""
-        return self._read(
-            GET_DATA_OPCODE,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            lambda error: DataResult(None, None, error),
-            lambda value: DataResult(*value),
-        )
+        return self._read(_DATA, paths, size_hint)
 
     def get_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> list[VersionedData]:
         """``get_data`` with each stat reduced to its data version (what bulk state reads need)."""
-        return self._read(
-            _GET_DATA_VERSION,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            _versioned_error,
-            _versioned,
-        )
+        return self._read(_DATA_VERSIONS, paths, size_hint)
 
     def iter_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> Iterator[VersionedData]:
         """``get_data_versions`` handed over as each multi-read comes back, in order, so the caller
         decodes one batch while ZooKeeper answers the next (a failover's 100,000 state reads)."""
-        for chunk in self._read_chunks(
-            _GET_DATA_VERSION,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            _versioned_error,
-            _versioned,
-        ):
+        for chunk in self._read_chunks(_DATA_VERSIONS, paths, size_hint):
             yield from chunk
 
     def get_children(self, paths: Sequence[str], *, size_hint: int = 256) -> list[ChildrenResult]:
         """List the children of every path; ``size_hint`` is the expected serialized size of one list."""
-        return self._read(
-            GET_CHILDREN_OPCODE,
-            paths,
-            _CHILDREN_OVERHEAD + max(0, size_hint),
-            self._client.get_children_async,
-            lambda error: ChildrenResult(None, error),
-            lambda value: ChildrenResult(list(value)),
-        )
+        return self._read(_CHILDREN, paths, size_hint)
 
-    def _read(
-        self,
-        kind: int,
-        paths: Sequence[str],
-        per_op_estimate: int,
-        single: Callable[[str], Any],
-        failed: Callable[[ZookeeperError], Any],
-        convert: Callable[[Any], Any],
-    ) -> list[Any]:
+    def _read(self, kind: _ReadKind, paths: Sequence[str], size_hint: int) -> list[Any]:
         results: list[Any] = []
-        for chunk in self._read_chunks(kind, paths, per_op_estimate, single, failed, convert):
+        for chunk in self._read_chunks(kind, paths, size_hint):
             results.extend(chunk)
         return results
 
-    def _read_chunks(
-        self,
-        kind: int,
-        paths: Sequence[str],
-        per_op_estimate: int,
-        single: Callable[[str], Any],
-        failed: Callable[[ZookeeperError], Any],
-        convert: Callable[[Any], Any],
-    ) -> Iterator[list[Any]]:
+    def _read_chunks(self, kind: _ReadKind, paths: Sequence[str], size_hint: int) -> Iterator[list[Any]]:
         """Multi-read results request by request when the server has it; otherwise, or from the first
-        path not yet answered on UNIMPLEMENTED, pipelined ``single`` reads (one last chunk)."""
+        path not yet answered on UNIMPLEMENTED, pipelined single reads (one last chunk)."""
         if not paths:
             return
         done = 0
         if self._multi_read_available():
             try:
-                for chunk in self._run_iter(kind, paths, per_op_estimate):
+                for chunk in self._run_iter(kind.opcode, paths, kind.overhead + max(0, size_hint)):
                     done += len(chunk)
                     yield chunk
                 return
             except UnimplementedError:
                 self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        yield self._singles(paths[done:], single, failed, convert)
+        yield self._singles(paths[done:], getattr(self._client, kind.single), kind.failed, kind.convert)
 
     # -- multi-read ----------------------------------------------------------------------------------
     def _submit(self, request: _MultiReadRequest) -> Any:
@@ -446,3 +420,16 @@ def _versioned(value: Any) -> VersionedData:
 
 def _versioned_error(error: ZookeeperError) -> VersionedData:
     return VersionedData(None, -1, error)
+
+
+_DATA: Final = _ReadKind(
+    GET_DATA_OPCODE, _DATA_OVERHEAD, "get_async", lambda error: DataResult(None, None, error), lambda v: DataResult(*v)
+)
+_DATA_VERSIONS: Final = _ReadKind(_GET_DATA_VERSION, _DATA_OVERHEAD, "get_async", _versioned_error, _versioned)
+_CHILDREN: Final = _ReadKind(
+    GET_CHILDREN_OPCODE,
+    _CHILDREN_OVERHEAD,
+    "get_children_async",
+    lambda error: ChildrenResult(None, error),
+    lambda v: ChildrenResult(list(v)),
+)
