@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller_core.states import PartitionState, ReplicaState
+from dashboard.lib.redis_keys import PREFIX
 
-PREFIX: Final = "kcp"
 PARTITION_STATES: Final = tuple(str(s) for s in PartitionState)
 REPLICA_STATES: Final = tuple(str(s) for s in ReplicaState)
 _PARTITION_DIGITS: Final = 6
