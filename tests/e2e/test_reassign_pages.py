@@ -24,7 +24,7 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, free_port, port_open
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
 from tests.support.broker_agents import Agents
 from tests.support.controllers import Candidates
@@ -156,11 +156,7 @@ def test_generate_execute_and_watch_a_topic_move_to_other_brokers(stack: Stack) 
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(stack.url + "/accounts/login/")
-            page.fill("#id_username", "olive")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(stack.url + "/")
+            log_in(page, stack.url, "olive", PASSWORD)
 
             # from the cluster sub-navigation
             page.goto(stack.url + "/clusters/e2e/")

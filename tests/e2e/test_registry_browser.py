@@ -34,7 +34,7 @@ from controller_core.zk import codecs, paths
 from dashboard.clusters import hosting, layout
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_port, port_open
 from scripts.support.kafka_layout import KafkaLayoutWriter
-from tests.e2e.browser import CHROMIUM
+from tests.e2e.browser import CHROMIUM, log_in
 from tests.e2e.live_stack import start_web
 from tests.e2e.test_live_pages import page_goes_live, text_becomes
 from tests.support.dashboard_db import install_migrated
@@ -195,11 +195,7 @@ def page(stack: HostingStack, browser: Any) -> Iterator[Any]:
     """One logged-in page for the module's tests (the module's chromium, tests/e2e/conftest.py)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
-    pg.goto(stack.url + "/accounts/login/")
-    pg.fill("#id_username", "ada")
-    pg.fill("#id_password", PASSWORD)
-    pg.click("button[type=submit]")
-    pg.wait_for_url(stack.url + "/")
+    log_in(pg, stack.url, "ada", PASSWORD)
     yield pg
     context.close()
 
