@@ -29,7 +29,7 @@ from tests.e2e.live_stack import PASSWORD
 from tests.support.broker_agents import Agents
 from tests.support.controllers import Candidates
 from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.processes import CELERY_WORKER, manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -112,12 +112,7 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: 
         procs.append(
             subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "dashboard",
-                    "worker",
+                    *CELERY_WORKER,
                     "--pool",
                     "solo",
                     "-l",

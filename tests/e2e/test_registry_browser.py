@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from tests.e2e.browser import CHROMIUM, log_in
 from tests.e2e.live_stack import start_web
 from tests.e2e.test_live_pages import page_goes_live, text_becomes
 from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.processes import CELERY_WORKER, manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
@@ -91,12 +90,7 @@ def start_worker(env: dict[str, str], logs: Path, controller_id: int) -> subproc
     worker_env = dict(env, WORKER_ROLES="mirror,controller", CONTROLLER_ID=str(controller_id))
     return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
+            *CELERY_WORKER,
             "-l",
             "INFO",
             "-c",
