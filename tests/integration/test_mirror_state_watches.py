@@ -23,13 +23,6 @@ from workers.mirror.publish import RecordingPublisher
 
 
 @pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def mirror(zk_chroot: str, rds: redis.Redis, zk: KazooClient) -> Iterator[tuple[Mirror, KafkaLayoutWriter]]:
     cluster = small_cluster(zk)
     client = KazooClient(hosts=zk_chroot, timeout=10.0)

@@ -154,7 +154,7 @@ def read_min_isr(reader: MultiReader, topics: Sequence[str]) -> dict[str, int | 
         value: int | None = None
         if result.ok:
             try:
-                raw = codecs.decode_entity_config(result.data, f"/config/topics/{topic}").get(MIN_ISR_CONFIG)
+                raw = codecs.decode_entity_config(result.data, paths.topic_config_path(topic)).get(MIN_ISR_CONFIG)
                 value = int(raw) if raw is not None and raw.isdigit() else None
             except ValueError as exc:
                 logger.warning("unreadable config of topic %s: %s", topic, exc)
