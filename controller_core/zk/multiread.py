@@ -264,14 +264,7 @@ class MultiReader:
     def iter_data(self, paths: Sequence[str], *, size_hint: int = 256) -> Iterator[list[DataResult]]:
         """``get_data`` handed over one multi-read at a time, in order, so the caller applies each
         while ZooKeeper answers the next (a standby applying 60,000 changed state znodes)."""
-        yield from self._read_chunks(
-            GET_DATA_OPCODE,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            lambda error: DataResult(None, None, error),
-            lambda value: DataResult(*value),
-        )
+        yield from self._read_chunks(_DATA, paths, size_hint)
 
     def submit_data(self, paths: Sequence[str], *, size_hint: int = 256) -> Callable[[], list[DataResult]]:
         """Send the multi-reads of ``paths`` now (split to stay under ``max_batch_bytes``) and return a
