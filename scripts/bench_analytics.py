@@ -69,15 +69,24 @@ DEMO_SPEC = HistorySpec(
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds of a process and all its descendants (the server's bash wrappers and its JVM)."""
+    """CPU seconds of a process and all its descendants (the server's bash wrappers and its JVM).
+
+    ``None`` only when ``pid`` itself is gone: a thread or child that ends while the tree is walked
+    (the JVM starts and ends threads all the time) is skipped, not allowed to void the figure.
+    """
     try:
         total = process_cpu_seconds(pid)
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                total += tree_cpu_seconds(int(child)) or 0.0
-        return total
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except (OSError, ValueError, IndexError):
         return None
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            total += tree_cpu_seconds(int(child)) or 0.0
+    return total
 
 
 @contextlib.contextmanager
