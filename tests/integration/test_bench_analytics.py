@@ -22,5 +22,5 @@ def test_the_quick_benchmark_reports_each_figure(
         assert isinstance(figures[key], float) and figures[key] > 0, key
     assert figures["profile"] == "quick" and figures["records"] == figures["full_records"]
     assert 0 < figures["incremental_day_records"] < figures["full_records"]
-    assert figures["incremental_day_warm_up_days"] == {"bench": 0}  # from the previous day's checkpoint
+    assert figures["incremental_day_warm_up_days"] == {"demo": 0}  # from the previous day's checkpoint
     assert set(figures["meets_targets"]) == {"incremental_small_s", "incremental_day_s", "full_s", "full_ratio"}
