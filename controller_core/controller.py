@@ -374,7 +374,7 @@ class Controller:
             self.config.controller_id,
             self.config.zookeeper_session_timeout_s,
         )
-        self.scl.record("session_abandoned", suspended_s=self.config.zookeeper_session_timeout_s)
+        self.scl.record(RecordKind.SESSION_ABANDONED, suspended_s=self.config.zookeeper_session_timeout_s)
         threading.Thread(target=self._restart_session, name="controller-session-restart", daemon=True).start()
 
     def _restart_session(self) -> None:
@@ -553,7 +553,7 @@ class Controller:
         for batch in (self.batch, self.replica_batch, self.partition_batch):
             batch.clear()
         if was_leading:
-            self.scl.record("resignation", controller_epoch_resigned=epoch)
+            self.scl.record(RecordKind.RESIGNATION, controller_epoch_resigned=epoch)
             self.scl.flush()
         self.ctx.reset()
         self.reassignment.reset()
@@ -618,7 +618,7 @@ class Controller:
         self.last_failover_ms = (time.perf_counter() - started) * 1000
         self.last_failover_path = read_path["path"]
         self.scl.record(
-            "failover",
+            RecordKind.FAILOVER,
             elected_at_ms=elected_at * 1000,
             completed_at_ms=self._clock() * 1000,
             duration_ms=self.last_failover_ms,
@@ -696,7 +696,7 @@ class Controller:
         for replica, r_state in self.ctx.iter_replica_states():
             rtp = replica.topic_partition
             replica_states.setdefault(r_state.value, []).append(f"{rtp.topic}-{rtp.partition}@{replica.replica}")
-        self.scl.record("state_snapshot", partition_states=partition_states, replica_states=replica_states)
+        self.scl.record(RecordKind.STATE_SNAPSHOT, partition_states=partition_states, replica_states=replica_states)
 
     # -- brokers (§8.1 to §8.3) ----------------------------------------------------------------
 
@@ -733,7 +733,7 @@ class Controller:
             else {}
         )
         self.scl.record(
-            "broker_change", new_brokers=new_ids, dead_brokers=dead_ids, bounced_brokers=bounced_ids, **lost
+            RecordKind.BROKER_CHANGE, new_brokers=new_ids, dead_brokers=dead_ids, bounced_brokers=bounced_ids, **lost
         )
         if new_ids:
             self.ctx.add_live_brokers(registered[b] for b in new_ids)
@@ -980,7 +980,7 @@ class Controller:
         finally:
             if event.trigger is ElectionTrigger.ZK:
                 self.scl.record(
-                    "preferred_election_request",
+                    RecordKind.PREFERRED_ELECTION_REQUEST,
                     requested=len(partitions),
                     results={str(tp): r for tp, r in results.items()},
                 )
@@ -1073,7 +1073,7 @@ class Controller:
     def _record_shutdown_rejection(self, event: ControlledShutdown, code: ErrorCode, error: Exception) -> None:
         """Kafka answers a refused ControlledShutdown with an error code only; the history keeps why."""
         self.scl.record(
-            "controlled_shutdown_rejected",
+            RecordKind.CONTROLLED_SHUTDOWN_REJECTED,
             broker_id=event.broker_id,
             broker_epoch=event.broker_epoch,
             error_code=int(code),
@@ -1093,7 +1093,7 @@ class Controller:
         if broker_id not in ctx.live_or_shutting_down_broker_ids:
             raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
         ctx.add_shutting_down_broker(broker_id)
-        self.scl.record("controlled_shutdown", broker_id=broker_id)
+        self.scl.record(RecordKind.CONTROLLED_SHUTDOWN, broker_id=broker_id)
         deleting = ctx.topics_to_be_deleted
         table = ctx.table
         leadership, assignments, tps = table.leadership, table.assignment, table.tps

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from controller_core.events import AlterIsrReceived, ApiPartitionReassignment, ControlledShutdown
+from controller_core.events import AlterIsrReceived, ApiPartitionReassignment, ControlledShutdown, ControllerEvent
 from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.protocol.messages import (
     ALTER_ISR_PATH,
@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 STATUS_PATH = "/v1/status"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 REQUEST_TIMEOUT_S = 60.0
+R = TypeVar("R")
 
 
 class BadRequest(ValueError):
@@ -71,6 +72,24 @@ def alter_isr_response(error: int, results: Mapping[TopicPartition, Any]) -> Alt
         else:
             out.append(AlterIsrPartitionResult(tp.topic, tp.partition, ErrorCode(int(result))))
     return AlterIsrResponse(ErrorCode(error), tuple(out))
+
+
+def controlled_shutdown_response(error: int, remaining: Sequence[TopicPartition]) -> ControlledShutdownResponse:
+    """The wire answer for a controlled shutdown: the partitions the broker still leads."""
+    return ControlledShutdownResponse(ErrorCode(error), tuple(PartitionId(tp.topic, tp.partition) for tp in remaining))
+
+
+def reassignments_response(
+    error: int, results: Mapping[TopicPartition, tuple[int, str]]
+) -> AlterPartitionReassignmentsResponse:
+    """The wire answer for AlterPartitionReassignments: each partition's error code and message."""
+    return AlterPartitionReassignmentsResponse(
+        ErrorCode.parse(error),
+        tuple(
+            ReassignmentPartitionResult(tp.topic, tp.partition, ErrorCode.parse(code), message)
+            for tp, (code, message) in sorted(results.items())
+        ),
+    )
 
 
 class ControllerApiServer:
@@ -152,56 +171,44 @@ def _make_handler(controller: Controller) -> type[BaseHTTPRequestHandler]:
             partitions = {
                 p.topic_partition: (p.leader_epoch, p.new_isr, p.current_isr_version) for p in request.partitions
             }
-            done = threading.Event()
-            box: dict[str, Any] = {}
-
-            def reply(error: int, results: Mapping[TopicPartition, Any]) -> None:
-                box["response"] = alter_isr_response(error, results)
-                done.set()
-
-            controller.events.put(AlterIsrReceived(request.broker_id, request.broker_epoch, partitions, reply))
-            if not done.wait(REQUEST_TIMEOUT_S):
-                raise TimeoutError
-            response: AlterIsrResponse = box["response"]
-            return response
+            return _ask(
+                controller,
+                lambda reply: AlterIsrReceived(request.broker_id, request.broker_epoch, partitions, reply),
+                alter_isr_response,
+            )
 
         def _controlled_shutdown(self, body: bytes) -> ControlledShutdownResponse:
             request = decode(body, ControlledShutdownRequest, "ControlledShutdown request")
-            done = threading.Event()
-            box: dict[str, Any] = {}
-
-            def reply(error: int, remaining: Sequence[TopicPartition]) -> None:
-                box["response"] = ControlledShutdownResponse(
-                    ErrorCode(error), tuple(PartitionId(tp.topic, tp.partition) for tp in remaining)
-                )
-                done.set()
-
-            controller.events.put(ControlledShutdown(request.broker_id, request.broker_epoch, reply))
-            if not done.wait(REQUEST_TIMEOUT_S):
-                raise TimeoutError
-            response: ControlledShutdownResponse = box["response"]
-            return response
+            return _ask(
+                controller,
+                lambda reply: ControlledShutdown(request.broker_id, request.broker_epoch, reply),
+                controlled_shutdown_response,
+            )
 
         def _alter_partition_reassignments(self, body: bytes) -> AlterPartitionReassignmentsResponse:
             request = decode(body, AlterPartitionReassignmentsRequest, "AlterPartitionReassignments request")
-            done = threading.Event()
-            box: dict[str, Any] = {}
-
-            def reply(error: int, results: Mapping[TopicPartition, tuple[int, str]]) -> None:
-                box["response"] = AlterPartitionReassignmentsResponse(
-                    ErrorCode.parse(error),
-                    tuple(
-                        ReassignmentPartitionResult(tp.topic, tp.partition, ErrorCode.parse(code), message)
-                        for tp, (code, message) in sorted(results.items())
-                    ),
-                )
-                done.set()
-
             targets = {p.topic_partition: p.replicas for p in request.partitions}
-            controller.events.put(ApiPartitionReassignment(targets, reply))
-            if not done.wait(REQUEST_TIMEOUT_S):
-                raise TimeoutError
-            response: AlterPartitionReassignmentsResponse = box["response"]
-            return response
+            return _ask(controller, lambda reply: ApiPartitionReassignment(targets, reply), reassignments_response)
 
     return Handler
+
+
+def _ask(
+    controller: Controller,
+    event_for: Callable[[Callable[..., None]], ControllerEvent],
+    answer: Callable[..., R],
+) -> R:
+    """Put ``event_for(reply)`` on the controller's queue and wait for the event thread to call
+    ``reply``; its arguments become the wire response through ``answer``. TimeoutError (HTTP 503)
+    when the controller does not answer within ``REQUEST_TIMEOUT_S``."""
+    done = threading.Event()
+    box: list[R] = []
+
+    def reply(*args: Any) -> None:
+        box.append(answer(*args))
+        done.set()
+
+    controller.events.put(event_for(reply))
+    if not done.wait(REQUEST_TIMEOUT_S):
+        raise TimeoutError
+    return box[0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 from controller_core.controller_state import ControllerState
 from controller_core.model import TopicPartition
@@ -28,119 +28,103 @@ class ElectionTrigger(StrEnum):
     AUTO = "auto"  # auto leader rebalance
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass_transform(frozen_default=True, eq_default=False, field_specifiers=(field,))
 class ControllerEvent:
-    """Base of every event. ``state`` is what the controller reports while handling it."""
+    """Base of every event. ``state`` is what the controller reports while handling it.
+
+    Every subclass is a frozen dataclass compared by identity (two equal-looking events are still
+    two events on the queue) and names its state as a class keyword:
+    ``class BrokerChange(ControllerEvent, state=ControllerState.BROKER_CHANGE)``.
+    """
 
     state: ClassVar[ControllerState] = ControllerState.IDLE
+
+    def __init_subclass__(cls, *, state: ControllerState | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if state is not None:
+            cls.state = state
+        dataclass(frozen=True, eq=False)(cls)
 
     def preempt(self) -> None:
         """Called instead of processing when the queue is cleared; answer any waiting caller."""
 
 
-@dataclass(frozen=True, eq=False)
-class Startup(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+class Startup(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
+    """The controller process starts: register the watches and compete for ``/controller``."""
 
 
-@dataclass(frozen=True, eq=False)
-class ControllerChange(ControllerEvent):
+class ControllerChange(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """``/controller`` was created or changed."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
-
-@dataclass(frozen=True, eq=False)
-class Reelect(ControllerEvent):
+class Reelect(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """``/controller`` was deleted: resign if we were active, then compete."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
-
-@dataclass(frozen=True, eq=False)
-class Expire(ControllerEvent):
+class Expire(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """The ZooKeeper session is lost: resign at once (enqueued with ``clear_and_put``)."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
-
-@dataclass(frozen=True, eq=False)
-class Suspend(ControllerEvent):
+class Suspend(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """The connection is suspended: leadership may not hold, so stop acting until it returns."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
-
-@dataclass(frozen=True, eq=False)
-class Reconnected(ControllerEvent):
+class Reconnected(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """The connection came back within the session: verify we still hold ``/controller``."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
-
-@dataclass(frozen=True, eq=False)
-class RegisterAndReelect(ControllerEvent):
+class RegisterAndReelect(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
     """A new session exists after an expiry: re-arm watches and compete again."""
 
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+
+class BrokerChange(ControllerEvent, state=ControllerState.BROKER_CHANGE):
+    """``/brokers/ids`` children changed: brokers came or went."""
 
 
-@dataclass(frozen=True, eq=False)
-class BrokerChange(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
+class BrokerModifications(ControllerEvent, state=ControllerState.BROKER_CHANGE):
+    """``/brokers/ids/<id>`` changed: a live broker's registration (endpoints, features)."""
 
-
-@dataclass(frozen=True, eq=False)
-class BrokerModifications(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
     broker_id: int
 
 
-@dataclass(frozen=True, eq=False)
-class TopicChange(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
+class TopicChange(ControllerEvent, state=ControllerState.TOPIC_CHANGE):
+    """``/brokers/topics`` children changed: topics were created."""
 
 
-@dataclass(frozen=True, eq=False)
-class PartitionModifications(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
+class PartitionModifications(ControllerEvent, state=ControllerState.TOPIC_CHANGE):
+    """``/brokers/topics/<topic>`` changed: partitions were added to the topic."""
+
     topic: str
 
 
-@dataclass(frozen=True, eq=False)
-class TopicDeletion(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+class TopicDeletion(ControllerEvent, state=ControllerState.TOPIC_DELETION):
+    """``/admin/delete_topics`` children changed: topics were queued for deletion."""
 
 
-@dataclass(frozen=True, eq=False)
-class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent, state=ControllerState.TOPIC_DELETION):
+    """A broker answered StopReplica (delete) for partitions of topics being deleted."""
+
     broker_id: int
     request_error: int
     partition_errors: Mapping[TopicPartition, int]
 
 
-@dataclass(frozen=True, eq=False)
-class ZkPartitionReassignment(ControllerEvent):
+class ZkPartitionReassignment(ControllerEvent, state=ControllerState.ALTER_PARTITION_REASSIGNMENT):
     """``/admin/reassign_partitions`` was created (or must be re-read)."""
 
-    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
+class PartitionReassignmentIsrChange(ControllerEvent, state=ControllerState.ALTER_PARTITION_REASSIGNMENT):
+    """A reassigning partition's ISR changed: its target replicas may have caught up."""
 
-@dataclass(frozen=True, eq=False)
-class PartitionReassignmentIsrChange(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
     topic_partition: TopicPartition
 
 
-@dataclass(frozen=True, eq=False)
-class ApiPartitionReassignment(ControllerEvent):
+class ApiPartitionReassignment(ControllerEvent, state=ControllerState.ALTER_PARTITION_REASSIGNMENT):
     """AlterPartitionReassignments from the controller's API: partition -> target, None = cancel.
 
     ``callback(error_code, {partition: (error_code, message)})`` answers the caller.
     """
 
-    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
     reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
     callback: Callable[[int, Mapping[TopicPartition, tuple[int, str]]], None]
 
@@ -150,11 +134,9 @@ class ApiPartitionReassignment(ControllerEvent):
         self.callback(int(ErrorCode.NOT_CONTROLLER), {})
 
 
-@dataclass(frozen=True, eq=False)
-class ReplicaLeaderElection(ControllerEvent):
+class ReplicaLeaderElection(ControllerEvent, state=ControllerState.MANUAL_LEADER_BALANCE):
     """Preferred or unclean elections, from ZooKeeper, the API or the auto balancer."""
 
-    state: ClassVar[ControllerState] = ControllerState.MANUAL_LEADER_BALANCE
     partitions: frozenset[TopicPartition] | None
     election_type: ElectionType = ElectionType.PREFERRED
     trigger: ElectionTrigger = ElectionTrigger.ZK
@@ -165,14 +147,11 @@ class ReplicaLeaderElection(ControllerEvent):
             self.callback(dict.fromkeys(self.partitions or (), "NOT_CONTROLLER"))
 
 
-@dataclass(frozen=True, eq=False)
-class AutoPreferredReplicaLeaderElection(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
+class AutoPreferredReplicaLeaderElection(ControllerEvent, state=ControllerState.AUTO_LEADER_BALANCE):
+    """The auto leader rebalance timer fired: check every broker's imbalance."""
 
 
-@dataclass(frozen=True, eq=False)
-class ControlledShutdown(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLED_SHUTDOWN
+class ControlledShutdown(ControllerEvent, state=ControllerState.CONTROLLED_SHUTDOWN):
     broker_id: int
     broker_epoch: int
     callback: Callable[[int, Sequence[TopicPartition]], None]
@@ -183,11 +162,9 @@ class ControlledShutdown(ControllerEvent):
         self.callback(int(ErrorCode.NOT_CONTROLLER), ())
 
 
-@dataclass(frozen=True, eq=False)
-class AlterIsrReceived(ControllerEvent):
+class AlterIsrReceived(ControllerEvent, state=ControllerState.ISR_CHANGE):
     """A leader proposes new ISRs (AlterIsr): ``partitions`` maps to (leader_epoch, new_isr, zk_version)."""
 
-    state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
     broker_id: int
     broker_epoch: int
     partitions: Mapping[TopicPartition, tuple[int, tuple[int, ...], int]]
@@ -199,37 +176,31 @@ class AlterIsrReceived(ControllerEvent):
         self.callback(int(ErrorCode.NOT_CONTROLLER), {})
 
 
-@dataclass(frozen=True, eq=False)
-class IsrChangeNotification(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
+class IsrChangeNotification(ControllerEvent, state=ControllerState.ISR_CHANGE):
+    """``/isr_change_notification`` children changed: brokers without AlterIsr shrank or grew ISRs."""
 
 
-@dataclass(frozen=True, eq=False)
-class LogDirEventNotification(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.LOG_DIR_CHANGE
+class LogDirEventNotification(ControllerEvent, state=ControllerState.LOG_DIR_CHANGE):
+    """``/log_dir_event_notification`` children changed: a broker lost a log directory."""
 
 
-@dataclass(frozen=True, eq=False)
-class LeaderAndIsrResponseReceived(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
+class LeaderAndIsrResponseReceived(ControllerEvent, state=ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED):
+    """A broker answered LeaderAndIsr: replicas on its failed log directories go offline."""
+
     broker_id: int
     response: Any
 
 
-@dataclass(frozen=True, eq=False)
-class TopicConfigChange(ControllerEvent):
+class TopicConfigChange(ControllerEvent, state=ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE):
     """A topic's ``/config/topics/<t>`` changed (unclean election may have been enabled)."""
 
-    state: ClassVar[ControllerState] = ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
     topic: str
 
 
-@dataclass(frozen=True, eq=False)
-class ShutdownEventThread(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_SHUTDOWN
+class ShutdownEventThread(ControllerEvent, state=ControllerState.CONTROLLER_SHUTDOWN):
+    """The controller stops: the last event its thread handles."""
 
 
-@dataclass(frozen=True, eq=False)
 class Probe(ControllerEvent):
     """Runs ``action`` on the event thread: for status queries that must see a consistent context."""
 

@@ -48,6 +48,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
+from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow, StateChangeLogger
 from controller_core.state_machine_parts import StateMachineParts
@@ -137,7 +138,7 @@ class PartitionStateMachine(StateMachineParts):
         for state, ids in by_state.items():
             ctx.move_partition_ids_to_state(ids, state)
         counts = {str(state): len(ids) for state, ids in by_state.items()}
-        self._log.record("states_initialized", machine="partition", counts=counts)
+        self._log.record(RecordKind.STATES_INITIALIZED, machine="partition", counts=counts)
         return self.trigger_online_partition_state_change()
 
     def shutdown(self) -> None:
@@ -216,7 +217,7 @@ class PartitionStateMachine(StateMachineParts):
                 if current is not target:  # Offline -> Offline changes nothing worth a record
                     info = leadership[pid]
                     append((tps[pid], current, target, None, None if info is None else info.leader_and_isr, None, None))
-            self._log.partition_records("partition_transition", rows)
+            self._log.partition_records(RecordKind.PARTITION_TRANSITION, rows)
             return {}
         if target is not _P.ONLINE:
             for tp in ctx.partitions_of(valid):
@@ -406,7 +407,7 @@ class PartitionStateMachine(StateMachineParts):
                 record((tp, states[pid], online, name, before[pid], result, unclean))
                 results[tp] = result
         finally:  # what was written is recorded, cached and requested even when a later multi fails
-            self._log.partition_records("election", records)
+            self._log.partition_records(RecordKind.ELECTION, records)
             ctx.put_leadership_by_id(written)
             self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
             elected.extend(pid for pid, _ in written)

@@ -43,6 +43,7 @@ from controller_core.model import LeaderIsrAndControllerEpoch, PartitionAndRepli
 from controller_core.partition_state_machine import PartitionStateMachine
 from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.protocol.messages import ErrorCode
+from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
@@ -157,7 +158,9 @@ class ReassignmentManager:
             self.on_partition_reassignment(tp, current.reassign_to(target))
             handled.add(tp)
         if rejected:
-            self._scl.record("reassignment_rejected", partitions={str(tp): why for tp, why in rejected.items()})
+            self._scl.record(
+                RecordKind.REASSIGNMENT_REJECTED, partitions={str(tp): why for tp, why in rejected.items()}
+            )
             self._remove_from_zk_request(set(rejected), only_if_target=None)
         return handled
 
@@ -240,7 +243,7 @@ class ReassignmentManager:
     def _record_phase(self, phase: str, tp: TopicPartition, origin: Sequence[int], target: Sequence[int]) -> None:
         """One ``reassignment`` record: a partition's reassignment started, completed or was cancelled."""
         self._scl.record(
-            "reassignment",
+            RecordKind.REASSIGNMENT,
             phase=phase,
             entity=str(tp),
             topic=tp.topic,

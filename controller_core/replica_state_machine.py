@@ -29,6 +29,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.ports import PartitionStateRead, ZkCode
+from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
 from controller_core.state_machine_parts import StateMachineParts
@@ -91,7 +92,7 @@ class ReplicaStateMachine(StateMachineParts):
             logger.exception("error while bringing %d online replicas online at startup", online_count)
         # Initializations, not transitions: one summary instead of a record per replica.
         self._log.record(
-            "states_initialized",
+            RecordKind.STATES_INITIALIZED,
             machine="replica",
             counts={str(_R.ONLINE): online_count, str(_R.DELETION_INELIGIBLE): len(offline)},
         )
@@ -225,7 +226,7 @@ class ReplicaStateMachine(StateMachineParts):
             for pid, current in zip(ids, before, strict=True)
             if current is not state
         ]
-        self._log.partition_records("replica_transition", rows, broker_id)
+        self._log.partition_records(RecordKind.REPLICA_TRANSITION, rows, broker_id)
 
     def _to_new(self, broker_id: int, replicas: Sequence[PartitionAndReplica]) -> None:
         ctx = self._ctx
@@ -434,7 +435,7 @@ class ReplicaStateMachine(StateMachineParts):
                         written.append((pid, info))
                         finished[pid] = info
             finally:  # what was written is recorded and cached even when a later multi fails
-                self._log.partition_records("isr_change", records, broker_id)
+                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
                 ctx.put_leadership_by_id(written)
         return finished, retry
 

@@ -49,6 +49,7 @@ import orjson
 
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.ports import StateChangeSink
+from controller_core.record_kinds import RecordKind
 
 if TYPE_CHECKING:
     from controller_core.context import ControllerContext
@@ -89,7 +90,7 @@ _Pending = tuple[
     dict[str, Any],  # the header template (controller, epoch, event, cause)
     float,  # ts
     int,  # seq
-    str,  # kind
+    str,  # kind (a RecordKind from the controller)
     TopicPartition,
     "int | None",  # replica
     "str | None",  # from_state
@@ -262,7 +263,9 @@ class StateChangeLogger:
         return epoch, self._seq
 
     def record(self, kind: str, **fields: Any) -> Record:
-        """Emit a record of any ``kind`` with the common header plus ``fields``; return it."""
+        """Emit a record of any ``kind`` with the common header plus ``fields``; return it. The
+        controller's writers pass ``RecordKind`` members (docs/contracts.md); readers ignore kinds
+        they do not know, which the tests exercise with made-up ones."""
         epoch, seq = self._next_seq()
         rec: Record = {
             "ts": self._clock() * 1000.0,
@@ -279,6 +282,15 @@ class StateChangeLogger:
         else:
             self._emit(rec)
         return rec
+
+    def _new_template(self, epoch: int) -> dict[str, Any]:
+        """The partition records' template for ``epoch``: every field, the event's header filled in."""
+        template = self._template = _EMPTY_PARTITION_RECORD.copy()
+        template["controller_id"] = self.controller_id
+        template["controller_epoch"] = epoch
+        template["event_id"] = self._event_id
+        template["cause"] = self._cause
+        return template
 
     def _partition_record(
         self,
@@ -300,11 +312,7 @@ class StateChangeLogger:
         epoch, seq = self._next_seq()
         template = self._template
         if template is None or template["controller_epoch"] != epoch:
-            template = self._template = _EMPTY_PARTITION_RECORD.copy()
-            template["controller_id"] = self.controller_id
-            template["controller_epoch"] = epoch
-            template["event_id"] = self._event_id
-            template["cause"] = self._cause
+            template = self._new_template(epoch)
         entry = (
             template,
             self._clock() * 1000.0,
@@ -336,11 +344,7 @@ class StateChangeLogger:
             self._seq = 0
         template = self._template
         if template is None or template["controller_epoch"] != epoch:
-            template = self._template = _EMPTY_PARTITION_RECORD.copy()
-            template["controller_id"] = self.controller_id
-            template["controller_epoch"] = epoch
-            template["event_id"] = self._event_id
-            template["cause"] = self._cause
+            template = self._new_template(epoch)
         clock = self._clock
         seq = self._seq
         made: list[_Pending] = []
@@ -386,12 +390,21 @@ class StateChangeLogger:
         """A partition changed state (``leader_and_isr``: its state after, when it has one; ``before``:
         the state it leaves, given for transitions to Offline so the lost leader is on record)."""
         self._partition_record(
-            "partition_transition", tp, from_state=from_state, to_state=to_state, before=before, after=leader_and_isr
+            RecordKind.PARTITION_TRANSITION,
+            tp,
+            from_state=from_state,
+            to_state=to_state,
+            before=before,
+            after=leader_and_isr,
         )
 
     def replica_transition(self, replica: PartitionAndReplica, from_state: str | None, to_state: str) -> None:
         self._partition_record(
-            "replica_transition", replica.topic_partition, replica.replica, from_state=from_state, to_state=to_state
+            RecordKind.REPLICA_TRANSITION,
+            replica.topic_partition,
+            replica.replica,
+            from_state=from_state,
+            to_state=to_state,
         )
 
     def election(
@@ -407,7 +420,7 @@ class StateChangeLogger:
     ) -> None:
         """A leader was elected; the record is also the partition's state transition."""
         self._partition_record(
-            "election",
+            RecordKind.ELECTION,
             tp,
             from_state=from_state,
             to_state=to_state,
@@ -425,7 +438,7 @@ class StateChangeLogger:
         replica: int | None = None,
     ) -> None:
         """The controller rewrote leader/ISR without an election (e.g. removing ``replica`` from the ISR)."""
-        self._partition_record("isr_change", tp, replica, before=before, after=after)
+        self._partition_record(RecordKind.ISR_CHANGE, tp, replica, before=before, after=after)
 
     def failed_partition_change(
         self,
@@ -436,7 +449,7 @@ class StateChangeLogger:
         strategy: str | None = None,
     ) -> None:
         self._partition_record(
-            "failed_change",
+            RecordKind.FAILED_CHANGE,
             tp,
             from_state=from_state,
             to_state=to_state,
@@ -452,7 +465,7 @@ class StateChangeLogger:
         error: BaseException | str,
     ) -> None:
         self._partition_record(
-            "failed_change",
+            RecordKind.FAILED_CHANGE,
             replica.topic_partition,
             replica.replica,
             from_state=from_state,
@@ -470,7 +483,7 @@ class StateChangeLogger:
     ) -> Record:
         """One sent batch: partitions per broker for each request kind (counts, not lists)."""
         return self.record(
-            "request_batch",
+            RecordKind.REQUEST_BATCH,
             request_controller_epoch=controller_epoch,
             leader_and_isr={str(b): n for b, n in leader_and_isr.items()},
             update_metadata={"brokers": list(update_metadata_brokers), "partitions": update_metadata_partitions},

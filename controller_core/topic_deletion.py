@@ -23,6 +23,7 @@ from controller_core.context import ControllerContext
 from controller_core.model import PartitionAndReplica, TopicPartition
 from controller_core.partition_state_machine import PartitionStateMachine
 from controller_core.protocol.messages import ErrorCode
+from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import StateChangeLogger
@@ -143,7 +144,7 @@ class TopicDeletionManager:
             return
         new = topics - set(ctx.topics_to_be_deleted)
         if new:
-            self._scl.record("topic_deletion", phase="queued", topics=sorted(new))
+            self._scl.record(RecordKind.TOPIC_DELETION, phase="queued", topics=sorted(new))
         reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & topics
         ctx.queue_topic_deletion(topics)
         self.mark_topics_ineligible(reassigning)
@@ -231,7 +232,7 @@ class TopicDeletionManager:
             self._partition_sm.handle_state_changes(partitions, PartitionState.OFFLINE)
             self._partition_sm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
             ctx.begin_topic_deletion(fresh)
-            self._scl.record("topic_deletion", phase="started", topics=fresh)
+            self._scl.record(RecordKind.TOPIC_DELETION, phase="started", topics=fresh)
         self._client.send_update_metadata([tp for t in sorted(topics) for tp in ctx.partitions_for_topic(t)])
         dead: list[PartitionAndReplica] = []
         retry: list[PartitionAndReplica] = []
@@ -257,5 +258,5 @@ class TopicDeletionManager:
         self._replica_sm.handle_state_changes(sorted(successful), _R.NON_EXISTENT)
         self._client.delete_topic(topic)
         ctx.remove_topic(topic)
-        self._scl.record("topic_deletion", phase="completed", topics=[topic])
+        self._scl.record(RecordKind.TOPIC_DELETION, phase="completed", topics=[topic])
         logger.info("topic %s deleted", topic)

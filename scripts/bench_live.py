@@ -171,6 +171,33 @@ def run_phase(
     return commits
 
 
+DOWN_FIELDS: dict[str, Any] = {"from_state": "OnlinePartition", "to_state": "OfflinePartition"}
+DOWN_REPLICA_FIELDS: dict[str, Any] = {"from_state": "OnlineReplica", "to_state": "OfflineReplica"}
+UP_FIELDS: dict[str, Any] = {"from_state": "OfflinePartition", "to_state": "OnlinePartition", "strategy": "offline"}
+
+
+def fail_over(
+    writer: Any, rds: Any, stream_key: str | None, batches: Sequence[Sequence[TopicPartition]], seq: Seq
+) -> list[float]:
+    """Broker 1 dies: deregister it, then write its partitions leaderless batch by batch (commit times)."""
+    writer.deregister_broker(1)
+    down = {tp: (-1, 1, [1]) for batch in batches for tp in batch}
+    return run_phase(writer, rds, stream_key, batches, down, DOWN_FIELDS, seq, replica_fields=DOWN_REPLICA_FIELDS)
+
+
+def recover(
+    writer: Any,
+    rds: Any,
+    stream_key: str | None,
+    batches: Sequence[Sequence[TopicPartition]],
+    initial: dict[TopicPartition, tuple[int, int, list[int]]],
+    seq: Seq,
+) -> list[float]:
+    """Each failed partition gets its second replica as leader, batch by batch (commit times)."""
+    up = {tp: (initial[tp][2][1], 2, [b for b in initial[tp][2] if b != 1]) for batch in batches for tp in batch}
+    return run_phase(writer, rds, stream_key, batches, up, UP_FIELDS, seq)
+
+
 def latencies(
     commits: list[float], batch_size: int, trace: list[dict[str, Any]], key: str, start: int, step: int
 ) -> list[float]:
@@ -309,31 +336,11 @@ def measure(
         mirror_pid = rig.mirror.pid if rig.mirror is not None else 0
         mirror_cpu = process_cpu_seconds(mirror_pid)
         load_before = os.getloadavg()[0]
-        writer.deregister_broker(1)
-        down = {tp: (-1, 1, [1]) for tp in failing}
-        commits_down = run_phase(
-            writer,
-            rds,
-            stream_key,
-            batches,
-            down,
-            {"from_state": "OnlinePartition", "to_state": "OfflinePartition"},
-            seq,
-            replica_fields={"from_state": "OnlineReplica", "to_state": "OfflineReplica"},
-        )
+        commits_down = fail_over(writer, rds, stream_key, batches, seq)
         page.wait_for_function(
             f"() => (window.KcpLive.counts['p:OfflinePartition'] || 0) >= {len(failing)}", timeout=120_000
         )
-        up = {tp: (initial[tp][2][1], 2, [b for b in initial[tp][2] if b != 1]) for tp in failing}
-        commits_up = run_phase(
-            writer,
-            rds,
-            stream_key,
-            batches,
-            up,
-            {"from_state": "OfflinePartition", "to_state": "OnlinePartition", "strategy": "offline"},
-            seq,
-        )
+        commits_up = recover(writer, rds, stream_key, batches, initial, seq)
         page.wait_for_function("() => (window.KcpLive.counts['p:OfflinePartition'] || 0) === 0", timeout=120_000)
         mirror_pid = rig.mirror.pid if rig.mirror is not None else 0
         mirror_cpu = process_cpu_seconds(mirror_pid) - mirror_cpu

@@ -51,7 +51,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from controller_core.model import TopicPartition  # noqa: E402
-from scripts.bench_live import CHROMIUM, CHROMIUM_ARGS, Seq, controller_snapshot, layout_member, run_phase  # noqa: E402
+from scripts.bench_live import CHROMIUM, CHROMIUM_ARGS, Seq, controller_snapshot, fail_over, layout_member, recover  # noqa: E402
 from scripts.devservices import process_cpu_seconds  # noqa: E402
 from scripts.support.live_rig import PASSWORD, LiveRig, as_json_ready, process_rss_bytes  # noqa: E402
 
@@ -254,30 +254,10 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
             mirror_cpu = process_cpu_seconds(rig.mirror.pid) if rig.mirror is not None else 0.0
             loader.start()
             sampler.start()
-            rig.writer.deregister_broker(1)
-            down = {tp: (-1, 1, [1]) for tp in rig.failing}
-            commits_down = run_phase(
-                rig.writer,
-                rig.redis,
-                stream_key,
-                batches,
-                down,
-                {"from_state": "OnlinePartition", "to_state": "OfflinePartition"},
-                seq,
-                replica_fields={"from_state": "OnlineReplica", "to_state": "OfflineReplica"},
-            )
+            commits_down = fail_over(rig.writer, rig.redis, stream_key, batches, seq)
             finals = {v.scope: expected_after(batches, scope_filter(rig, v.scope))[-1] for v in viewers}
             wait_for_viewers(viewers, lambda v: v.value() >= finals[v.scope], timeout=args.settle_s)
-            up = {tp: (rig.initial[tp][2][1], 2, [b for b in rig.initial[tp][2] if b != 1]) for tp in rig.failing}
-            commits_up = run_phase(
-                rig.writer,
-                rig.redis,
-                stream_key,
-                batches,
-                up,
-                {"from_state": "OfflinePartition", "to_state": "OnlinePartition", "strategy": "offline"},
-                seq,
-            )
+            commits_up = recover(rig.writer, rig.redis, stream_key, batches, rig.initial, seq)
             settled = wait_for_viewers(viewers, lambda v: v.value() == 0, timeout=args.settle_s)
             loader.done.set()
             sampler.stop()

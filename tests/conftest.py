@@ -21,7 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from scripts.devservices import RedisServer, ServiceSet, ZooKeeperServer, default_service_set, free_port
-from tests.support.zk import delete_tree
+from tests.support.zk import delete_tree, started_client
 
 _FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "reliability": "reliability"}
 
@@ -164,22 +164,22 @@ def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
 @pytest.fixture
 def zk(zk_chroot: str) -> Iterator[KazooClient]:
     """A started kazoo client inside this test's chroot."""
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=15)
-    try:
+    with started_client(zk_chroot) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> str:
-    """The Redis URL, with the database flushed so each test starts empty."""
+def redis_url(redis_server: RedisServer, request: pytest.FixtureRequest) -> str:
+    """The Redis URL, with the database flushed so each test starts empty; a test marked
+    ``isolated_redis`` gets a database of its own instead (``tests.support.snapshots.isolated_db``)."""
     import redis
 
     if not redis_server.ready():
         redis_server.start()
+    if request.node.get_closest_marker("isolated_redis") is not None:
+        from tests.support.snapshots import isolated_db
+
+        return isolated_db(redis_server.url)
     conn = redis.Redis.from_url(redis_server.url)
     conn.flushdb()
     conn.close()

@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
+from typing import Unpack
 
 import redis
 from django.conf import settings
@@ -45,14 +46,11 @@ from dashboard.lib.env import env_int
 from dashboard.lib.redis_keys import controller_status_key
 from workers.controller_host import ControllerHost, config_from_environment
 from workers.hosting import (
-    EMPTY_REGISTRY_CONFIRM_S,
+    Fleet,
+    FleetOptions,
     Presence,
     Registered,
-    RegistryReads,
-    env_filter,
     least_loaded,
-    poll_registry,
-    worker_token,
 )
 from workers.mirror.lease import RedisLease
 
@@ -187,83 +185,53 @@ class HostedCandidate:
                 self.lease.release()
 
 
-class ControllerFleet:
+class ControllerFleet(Fleet[HostedCandidate]):
     """The controller role of one worker: ``start()`` returns at once, ``stop()`` resigns every candidate."""
+
+    role = "controller"
+    only_env = "CONTROLLER_CLUSTERS"
 
     def __init__(
         self,
         controller_id: int | None = None,
         *,
-        redis_url: str | None = None,
         max_clusters: int | None = None,
         per_cluster: int | None = None,
-        only: tuple[str, ...] | None = None,
         slot_ttl_s: float | None = None,
-        poll_s: float | None = None,
-        token: str | None = None,
-        stop_timeout_s: float = 30.0,
-        empty_registry_confirm_s: float | None = None,
+        **options: Unpack[FleetOptions],
     ) -> None:
         cid = controller_id if controller_id is not None else env_int("CONTROLLER_ID", -1)
         if cid < 0:
             raise ValueError("the controller role needs an id: set CONTROLLER_ID")
+        super().__init__(**options)
         self.controller_id = cid
-        self.redis_url = redis_url or settings.REDIS_URL
         self.max_clusters = max(0, max_clusters if max_clusters is not None else settings.CONTROLLER_MAX_CLUSTERS)
         self.per_cluster = max(
             0, per_cluster if per_cluster is not None else settings.CONTROLLER_CANDIDATES_PER_CLUSTER
         )
-        self.only = only if only is not None else env_filter("CONTROLLER_CLUSTERS")
         self.slot_ttl_s = float(slot_ttl_s if slot_ttl_s is not None else settings.CONTROLLER_SLOT_TTL_S)
-        self.poll_s = float(poll_s if poll_s is not None else settings.HOSTING_POLL_S)
-        self.token = token or worker_token()
-        self.held: dict[str, HostedCandidate] = {}
         self.stopping: dict[str, tuple[HostedCandidate, float]] = {}
-        self.stop_timeout_s = stop_timeout_s
-        confirm = EMPTY_REGISTRY_CONFIRM_S if empty_registry_confirm_s is None else empty_registry_confirm_s
-        self._reads = RegistryReads(self.only, confirm)
         self._removal_deadlines: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="controller-fleet", daemon=True)
-        self._thread.start()
-        filtered = f" (only {', '.join(self.only)})" if self.only else ""
-        logger.info(
-            "controller fleet %s: candidate id %d, up to %d clusters, %d candidates per cluster%s",
-            self.token,
-            self.controller_id,
-            self.max_clusters,
-            self.per_cluster,
-            filtered,
+    def _describe(self) -> str:
+        return (
+            f"candidate id {self.controller_id}, up to {self.max_clusters} clusters,"
+            f" {self.per_cluster} candidates per cluster"
         )
 
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        client = redis.Redis.from_url(self.redis_url, socket_timeout=5, socket_connect_timeout=5)
-        presence = Presence(
+    def _presence(self, client: redis.Redis) -> Presence:
+        return Presence(
             client,
-            "controller",
+            self.role,
             self.token,
             max_clusters=self.max_clusters,
             only=self.only,
             ttl_s=self.slot_ttl_s,
             controller_id=self.controller_id,
         )
-        poll_registry("controller", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
 
-    def _stop_all(self) -> None:
-        for candidate in self.held.values():
-            candidate.signal_stop()
-        for candidate in [*self.held.values(), *(c for c, _ in self.stopping.values())]:
-            candidate.join(self.stop_timeout_s)
-        self.held.clear()
-        self.stopping.clear()
+    def _stopping_hosts(self) -> list[HostedCandidate]:
+        return [candidate for candidate, _ in self.stopping.values()]
 
     def tick(self, client: redis.Redis, presence: Presence) -> None:
         read = self._reads.read(client, [*self.held, *self.stopping])

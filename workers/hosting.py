@@ -17,15 +17,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
 import redis
 from django import db
+from django.conf import settings
 from django.db import DatabaseError
 
 from dashboard.clusters import hosting, removal
 from dashboard.lib.env import env_str
 
 logger = logging.getLogger(__name__)
+H = TypeVar("H", bound="Hosted")
 
 EMPTY_REGISTRY_CONFIRM_S = float(env_str("HOSTING_EMPTY_REGISTRY_CONFIRM_S", "60"))
 """How long an empty registry must read empty before a fleet believes every cluster was removed."""
@@ -200,3 +203,99 @@ def poll_registry(
         with contextlib.suppress(redis.RedisError):
             presence.withdraw()
         client.close()
+
+
+class Hosted(Protocol):
+    """What a fleet hosts per cluster (a mirror, a controller candidate): stopped in two steps."""
+
+    def signal_stop(self) -> None: ...
+
+    def join(self, timeout: float = ...) -> None: ...
+
+
+class FleetOptions(TypedDict, total=False):
+    """What every fleet takes besides its own settings (``Fleet.__init__``; None: the default)."""
+
+    redis_url: str | None  # settings.REDIS_URL
+    poll_s: float | None  # settings.HOSTING_POLL_S
+    token: str | None  # worker_token(): host:pid
+    only: tuple[str, ...] | None  # the role's ``only_env`` variable
+    stop_timeout_s: float | None  # the role's ``default_stop_timeout_s``
+    empty_registry_confirm_s: float | None  # EMPTY_REGISTRY_CONFIRM_S
+
+
+class Fleet(Generic[H]):
+    """A role's fleet apart from what it hosts: its thread, its registry poll and its shutdown.
+
+    Subclasses set ``role``, fill ``held`` and ``stopping`` in ``tick`` and say how they publish
+    their presence (``_presence``), what their stopping entries host (``_stopping_hosts``) and what
+    ``start`` logs (``_describe``).
+    """
+
+    role: ClassVar[str]
+    #: The variable naming the clusters this role may host (``a,b``; unset: every registered one).
+    only_env: ClassVar[str]
+    #: How long ``stop`` waits for each hosted cluster to stop.
+    default_stop_timeout_s: ClassVar[float] = 30.0
+    #: How long a Redis call of the fleet's thread may take before it counts as Redis unavailable.
+    redis_timeout_s: ClassVar[float] = 5.0
+    stopping: dict[str, Any]
+
+    def __init__(
+        self,
+        *,
+        redis_url: str | None = None,
+        poll_s: float | None = None,
+        token: str | None = None,
+        only: tuple[str, ...] | None = None,
+        stop_timeout_s: float | None = None,
+        empty_registry_confirm_s: float | None = None,
+    ) -> None:
+        self.redis_url = redis_url or settings.REDIS_URL
+        self.poll_s = float(poll_s if poll_s is not None else settings.HOSTING_POLL_S)
+        self.token = token or worker_token()
+        self.only = only if only is not None else env_filter(self.only_env)
+        self.held: dict[str, H] = {}
+        self.stop_timeout_s = stop_timeout_s if stop_timeout_s is not None else self.default_stop_timeout_s
+        confirm = EMPTY_REGISTRY_CONFIRM_S if empty_registry_confirm_s is None else empty_registry_confirm_s
+        self._reads = RegistryReads(self.only, confirm)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"{self.role}-fleet", daemon=True)
+        self._thread.start()
+        filtered = f" (only {', '.join(self.only)})" if self.only else ""
+        logger.info("%s fleet %s: %s%s", self.role, self.token, self._describe(), filtered)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def tick(self, client: redis.Redis, presence: Presence) -> None:
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        raise NotImplementedError
+
+    def _presence(self, client: redis.Redis) -> Presence:
+        raise NotImplementedError
+
+    def _stopping_hosts(self) -> Iterable[H]:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        client = redis.Redis.from_url(self.redis_url, socket_timeout=self.redis_timeout_s, socket_connect_timeout=5)
+        presence = self._presence(client)
+        poll_registry(self.role, self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
+
+    def _stop_all(self) -> None:
+        """Signal every held host to stop, then wait for them and for those already stopping."""
+        held = list(self.held.values())
+        for host in held:
+            host.signal_stop()
+        for host in [*held, *self._stopping_hosts()]:
+            host.join(self.stop_timeout_s)
+        self.held.clear()
+        self.stopping.clear()

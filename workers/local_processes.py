@@ -17,7 +17,7 @@ by an older checkout) is not trusted: its process is reported stopped and never 
 
 Imports nothing from the project, and lives in a product package because a product command uses it:
 ``manage.py demo_cluster`` (its brokers), ``scripts/devservices`` (private ZooKeeper, Redis, ...) and
-the reliability rigs all share it (product code never imports ``scripts``).
+the test, benchmark and reliability rigs all share it (product code never imports ``scripts``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 _PROC = Path("/proc")
@@ -170,3 +172,18 @@ def stop_recorded(path: Path, timeout: float = 10.0, sig: int = signal.SIGTERM, 
         wait_gone(path, pid, 10.0)
     path.unlink(missing_ok=True)
     return True
+
+
+def terminate_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
+    """SIGTERM every process at once, then wait for each, SIGKILLing any still there after ``timeout``
+    (children this process started: their pids cannot have been reused while unreaped)."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

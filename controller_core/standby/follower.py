@@ -6,7 +6,12 @@ How it follows ZooKeeper, on the candidate's own session (the one its election r
    changed path to ``_on_event`` on kazoo's connection thread, which only records it in ``pending``
    (one entry per path: a path changed 1,000 times before it is read is read once);
 2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
-3. the follower thread re-reads what is pending in multi-reads and applies the results.
+3. the follower thread re-reads what is pending as a stream of multi-reads (several in flight, each
+   sent with the oldest pending paths as soon as there is room) and applies each as it comes back.
+
+While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.buffered_reads``):
+~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
+thread needs.
 
 Bounds: ``pending`` holds at most ``max_backlog`` distinct paths; past it the follower drops the
 backlog and reloads everything (a reload costs one full read; an unbounded backlog costs memory
@@ -25,11 +30,12 @@ full reload instead, and the follower reloads itself when it is next a standby.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -38,6 +44,7 @@ from kazoo.protocol.states import KazooState
 from controller_core.model import BrokerRegistration
 from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
 from controller_core.zk import paths
+from controller_core.zk.buffered_reads import BufferedReads
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.persistent_watch import PersistentWatchTap, add_watch_async, remove_watches_async
 
@@ -65,7 +72,8 @@ class StandbyFollower:
         client: KazooClient,
         *,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
-        max_batch: int = 50_000,
+        read_chunk: int = 5_000,
+        reads_in_flight: int = 8,
         lag_window: int = 50_000,
         catch_up_timeout_s: float = 10.0,
         reader: MultiReader | None = None,
@@ -76,12 +84,14 @@ class StandbyFollower:
         self._client = client
         self._reader = reader or MultiReader(client)
         self.max_backlog = max_backlog
-        self.max_batch = max(1, max_batch)
+        self.read_chunk = max(1, read_chunk)
+        self.reads_in_flight = max(1, reads_in_flight)
         self.catch_up_timeout_s = catch_up_timeout_s
         self._clock = clock
         self._cond = threading.Condition()  # guards everything below that the connection thread touches
         self._apply_lock = threading.Lock()  # held while the view changes and while it is copied
         self._tap = PersistentWatchTap(client, FOLLOWED_ROOTS, self._on_event)
+        self._buffered_reads = BufferedReads(client)  # many packets per recv: see zk.buffered_reads
         self._pending: dict[str, float] = {}  # path -> monotonic time first recorded
         self.events_received = 0
         self._taken = 0  # pending entries taken into read batches, cumulative
@@ -112,6 +122,7 @@ class StandbyFollower:
             return
         self._stopped = False
         self._tap.install()
+        self._buffered_reads.install()
         self._client.add_listener(self._on_session_state)
         self._set_cold("loading", "starting: full read")
         self._thread = threading.Thread(target=self._run, name="standby-follower", daemon=True)
@@ -128,6 +139,7 @@ class StandbyFollower:
             self._thread.join(timeout=30)
         self._remove_watches()
         self._tap.uninstall()
+        self._buffered_reads.uninstall()
         self._state, self._reason = "stopped", "stopped"
 
     def pause(self, reason: str = "active controller") -> None:
@@ -223,10 +235,13 @@ class StandbyFollower:
 
     def status(self) -> dict[str, Any]:
         with self._cond:
-            backlog = len(self._pending)
+            backlog = len(self._pending) + (self._taken - self._done if self._loaded else 0)  # + being read
             oldest = next(iter(self._pending.values()), None)
-            lags = sorted(self._lags_ms)
-            apply_lags = sorted(self._apply_lags_ms)
+            lags = list(self._lags_ms)
+            apply_lags = list(self._apply_lags_ms)
+        # Sorted outside the lock: kazoo's connection thread takes it for every event.
+        lags.sort()
+        apply_lags.sort()
         now = time.monotonic()
         view = self._view
         return {
@@ -340,11 +355,13 @@ class StandbyFollower:
         broker_ids = [int(c) for c in _children(client, paths.BROKER_IDS_PATH) if c.isdigit()]
         topics = _children(client, paths.TOPICS_PATH)
         deletions = _children(client, paths.DELETE_TOPICS_PATH)
-        self._read_into(view, full_read_paths(broker_ids, topics, deletions), lag=False)
+        first = full_read_paths(broker_ids, topics, deletions)
+        self._read_into(view, [path for path, _ in first], [target for _, target in first])
         if self._generation != generation or self._paused or self._stopped:
             return  # the loop decides what next
-        states = [(paths.partition_state_path(tp), Target(Kind.STATE, tp)) for tp in view.assigned_partitions()]
-        self._read_into(view, states, lag=False, size_hint=96)
+        partitions = list(view.assigned_partitions())
+        state_paths = [paths.partition_state_path(tp) for tp in partitions]
+        self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], size_hint=96)
         zxid = client.last_zxid
         with self._cond, self._apply_lock:
             if generation != self._generation or self._paused:
@@ -363,34 +380,77 @@ class StandbyFollower:
         )
 
     def _drain(self) -> None:
+        """Re-read what changed as a stream: up to ``reads_in_flight`` multi-reads of ``read_chunk``
+        paths each, every one sent as soon as there is room with the oldest pending paths, and applied
+        in the order sent (FIFO: ``_done`` counts applied entries in the order they were taken, which
+        ``catch_up`` relies on). A change recorded while reads are out goes in the next read sent,
+        not after a whole batch comes back. Returns when nothing is pending or in flight."""
         with self._cond:
             if not self._loaded:
                 self._resync_needed = True
                 return
             generation = self._generation
-            batch: dict[str, float] = {}
-            pending = self._pending
-            take = min(len(pending), self.max_batch)
-            for _ in range(take):
-                path = next(iter(pending))
-                batch[path] = pending.pop(path)
-            self._taken += take
-        targets = [(path, target) for path in batch if (target := classify(path)) is not None]
         view = self._view
         if view is None:
             return
-        self._read_into(view, targets, lag=True, generation=generation)
-        applied_at = time.monotonic()
-        zxid = self._client.last_zxid
-        with self._cond:
-            if generation != self._generation:
+        in_flight: deque[tuple[dict[str, float], Callable[[], list[Any]]]] = deque()
+        while True:
+            taken: list[dict[str, float]] = []
+            with self._cond:
+                if generation != self._generation or self._stopped:
+                    return  # what is in flight is dropped; the loop decides what next
+                pending = self._pending
+                while pending and len(in_flight) + len(taken) < self.reads_in_flight:
+                    if len(pending) <= self.read_chunk:
+                        # Swap the dict, O(1); popping from its front one by one is O(n) each
+                        # (a dict skips its deleted slots from the start).
+                        chunk, pending = pending, {}
+                        self._pending = pending
+                    else:
+                        chunk = dict(itertools.islice(pending.items(), self.read_chunk))
+                        for path in chunk:
+                            del pending[path]
+                    self._taken += len(chunk)
+                    taken.append(chunk)
+                if not taken and not in_flight:
+                    return
+            for chunk in taken:
+                in_flight.append((chunk, self._reader.submit_data(list(chunk), size_hint=96)))
+            chunk, receive = in_flight.popleft()
+            results = receive()
+            if not self._apply_chunk(view, chunk, results, generation):
                 return
-            self._done += take
-            self.changes_applied += len(batch)
-            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in batch.values())
-            if not self._pending:
-                self._mark_warm_locked(zxid)
-            self._cond.notify_all()
+            zxid = self._client.last_zxid
+            with self._cond:
+                if generation != self._generation:
+                    return
+                self._done += len(chunk)
+                self.changes_applied += len(chunk)
+                if not self._pending and not in_flight:
+                    self._mark_warm_locked(zxid)
+                self._cond.notify_all()
+
+    def _apply_chunk(self, view: ClusterView, received: dict[str, float], results: list[Any], generation: int) -> bool:
+        """Apply one read's results (``received``: path -> when its event was recorded); False when
+        the view was let go meanwhile."""
+        now_ms = self._clock() * 1000
+        lags: list[float] = []
+        with self._apply_lock:
+            if generation != self._generation or self._view is not view:
+                return False
+            apply = view.apply
+            for path, read in zip(received, results, strict=True):
+                target = classify(path)
+                if target is None:
+                    continue  # a parent, /brokers/seqid...: read for nothing (rare, cheap)
+                apply(target, read)
+                if read.stat is not None:
+                    lags.append(max(0.0, now_ms - read.stat.mtime))
+        applied_at = time.monotonic()
+        with self._cond:
+            self._lags_ms.extend(lags)
+            self._apply_lags_ms.extend((applied_at - t) * 1000 for t in received.values())
+        return True
 
     def _mark_warm_locked(self, zxid: int) -> None:
         self.current_to_zxid = max(self.current_to_zxid, zxid)
@@ -400,30 +460,17 @@ class StandbyFollower:
         self._cond.notify_all()
 
     def _read_into(
-        self,
-        view: ClusterView,
-        targets: list[tuple[str, Target]],
-        *,
-        lag: bool,
-        generation: int | None = None,
-        size_hint: int = 256,
+        self, view: ClusterView, read_paths: Sequence[str], targets: Sequence[Target], *, size_hint: int = 256
     ) -> None:
-        if not targets:
-            return
-        results = self._reader.get_data([path for path, _ in targets], size_hint=size_hint)
-        now_ms = self._clock() * 1000
-        lags: list[float] = []
-        with self._apply_lock:
-            if generation is not None and (generation != self._generation or self._view is not view):
-                return
-            apply = view.apply
-            for (_, target), read in zip(targets, results, strict=True):
-                apply(target, read)
-                if lag and read.stat is not None:
-                    lags.append(max(0.0, now_ms - read.stat.mtime))
-        if lags:
-            with self._cond:
-                self._lags_ms.extend(lags)
+        """A full read's paths into ``view``, each multi-read's results applied as they come back."""
+        pos = 0
+        for results in self._reader.iter_data(read_paths, size_hint=size_hint):
+            end = pos + len(results)
+            with self._apply_lock:
+                apply = view.apply
+                for target, read in zip(targets[pos:end], results, strict=True):
+                    apply(target, read)
+            pos = end
 
     def _fall_back(self, generation: int, reason: str) -> None:
         with self._cond:

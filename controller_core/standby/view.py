@@ -54,6 +54,18 @@ def classify(path: str) -> Target | None:
     n = len(parts)
     if n < 3:
         return None
+    # Partition states first: nearly every change a standby follows is one (a broker failure at
+    # 100,000 partitions rewrites ~60,000 of them); same checks as ``paths.parse_partition_state_path``.
+    if (
+        n == 7
+        and parts[6] == "state"
+        and parts[4] == "partitions"
+        and parts[2] == "topics"
+        and parts[1] == "brokers"
+        and parts[3]
+        and parts[5].isdigit()
+    ):
+        return Target(Kind.STATE, TopicPartition(parts[3], int(parts[5])))
     if parts[1] == "brokers":
         if n == 4 and parts[2] == "ids" and parts[3].isdigit():
             return Target(Kind.BROKER, int(parts[3]))

@@ -31,7 +31,6 @@ Guarantees and failure behaviour:
 from __future__ import annotations
 
 import logging
-import struct
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from controller_core.zk.jute import DONE, ERROR_OPCODE, INT, MULTI_HEADER, STAT, PreparedRequest
 from controller_core.zk.paths import under_chroot
 
 logger = logging.getLogger(__name__)
@@ -56,31 +56,25 @@ logger = logging.getLogger(__name__)
 MULTI_READ_OPCODE: Final = 22
 GET_DATA_OPCODE: Final = 4
 GET_CHILDREN_OPCODE: Final = 8
-ERROR_OPCODE: Final = -1
 # Not a ZooKeeper opcode: a getData whose reply is parsed to (data, version) without the full stat.
 _GET_DATA_VERSION: Final = -4
 DEFAULT_MAX_BATCH_BYTES: Final = 900_000
 
-_INT: Final = struct.Struct("!i")
-_MULTI_HEADER: Final = struct.Struct("!iBi")
-_STAT: Final = struct.Struct("!qqqqiiiqiiq")
-_STAT_VERSION_OFFSET: Final = 32  # czxid, mzxid, ctime, mtime (8 bytes each), then version
-_DONE: Final = _MULTI_HEADER.pack(-1, 1, -1)
-_HEADER_DATA: Final = _MULTI_HEADER.pack(GET_DATA_OPCODE, 0, -1)
-_HEADER_CHILDREN: Final = _MULTI_HEADER.pack(GET_CHILDREN_OPCODE, 0, -1)
+_STAT_VERSION_OFFSET: Final = 32  # in STAT: czxid, mzxid, ctime, mtime (8 bytes each), then version
+_HEADER_DATA: Final = MULTI_HEADER.pack(GET_DATA_OPCODE, 0, -1)
+_HEADER_CHILDREN: Final = MULTI_HEADER.pack(GET_CHILDREN_OPCODE, 0, -1)
 # Per-op response overhead: multi header + length prefix (+ stat for getData).
-_DATA_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size + _STAT.size
-_CHILDREN_OVERHEAD: Final = _MULTI_HEADER.size + _INT.size
+_DATA_OVERHEAD: Final = MULTI_HEADER.size + INT.size + STAT.size
+_CHILDREN_OVERHEAD: Final = MULTI_HEADER.size + INT.size
 # Errors that belong to one path rather than to the whole request.
 _PER_PATH_ERRORS: Final = (NoNodeError, NoAuthError)
 
 
-class DataResult(NamedTuple):
-    """One path's getData outcome: ``data`` and ``stat`` on success, else ``error`` (e.g. NoNodeError)."""
+class _Outcome:
+    """``ok`` and ``missing`` of a per-path read result (mixed into the result tuples)."""
 
-    data: bytes | None
-    stat: Any  # kazoo ZnodeStat, or None when the read failed
-    error: ZookeeperError | None = None
+    __slots__ = ()
+    error: ZookeeperError | None
 
     @property
     def ok(self) -> bool:
@@ -89,6 +83,18 @@ class DataResult(NamedTuple):
     @property
     def missing(self) -> bool:
         return isinstance(self.error, NoNodeError)
+
+
+class _DataFields(NamedTuple):
+    data: bytes | None
+    stat: Any  # kazoo ZnodeStat, or None when the read failed
+    error: ZookeeperError | None = None
+
+
+class DataResult(_DataFields, _Outcome):
+    """One path's getData outcome: ``data`` and ``stat`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    __slots__ = ()
 
 
 class VersionedData(NamedTuple):
@@ -104,19 +110,15 @@ class VersionedData(NamedTuple):
     error: ZookeeperError | None = None
 
 
-class ChildrenResult(NamedTuple):
-    """One path's getChildren outcome: ``children`` on success, else ``error`` (e.g. NoNodeError)."""
-
+class _ChildrenFields(NamedTuple):
     children: list[str] | None
     error: ZookeeperError | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
-    @property
-    def missing(self) -> bool:
-        return isinstance(self.error, NoNodeError)
+class ChildrenResult(_ChildrenFields, _Outcome):
+    """One path's getChildren outcome: ``children`` on success, else ``error`` (e.g. NoNodeError)."""
+
+    __slots__ = ()
 
 
 @dataclass(slots=True)
@@ -132,42 +134,40 @@ class MultiReadCounters:
     largest_response: int = 0
 
 
+class _ReadKind(NamedTuple):
+    """One kind of bulk read: the multi-read op, the reply bytes per op besides the data, the
+    ``KazooClient`` method of the single-read fallback, and how a failure or a value becomes a result."""
+
+    opcode: int
+    overhead: int
+    single: str
+    failed: Callable[[ZookeeperError], Any]
+    convert: Callable[[Any], Any]
+
+
 class _RawReply(NamedTuple):
     buffer: bytes
     offset: int
 
 
-class _MultiReadRequest:
-    """A pre-serialized multi-read request in the shape kazoo's connection sends and answers.
-
-    kazoo calls ``serialize()`` on its connection thread and ``deserialize()`` with the reply packet;
-    both are trivial here so that thread stays free for pings and other traffic.
-    """
+class _MultiReadRequest(PreparedRequest):
+    """A pre-serialized multi-read; the reply is parsed later, by ``_parse_reply`` on the caller's thread."""
 
     type = MULTI_READ_OPCODE
-    __slots__ = ("count", "payload")
-
-    def __init__(self, payload: bytes, count: int) -> None:
-        self.payload = payload
-        self.count = count
-
-    def serialize(self) -> bytes:
-        return self.payload
+    label = "MultiRead"
+    __slots__ = ()
 
     def deserialize(self, buffer: bytes, offset: int) -> _RawReply:
         return _RawReply(buffer, offset)
-
-    def __repr__(self) -> str:  # kazoo logs requests at DEBUG: keep it one short line
-        return f"MultiRead({self.count} ops, {len(self.payload)} bytes)"
 
 
 def _parse_reply(reply: _RawReply, kind: int, count: int) -> list[Any]:
     buf, offset = reply.buffer, reply.offset
     if len(buf) <= offset:
         raise UnimplementedError("empty multi-read reply (server does not support OpCode 22)")
-    unpack_header = _MULTI_HEADER.unpack_from
-    unpack_int = _INT.unpack_from
-    unpack_stat = _STAT.unpack_from
+    unpack_header = MULTI_HEADER.unpack_from
+    unpack_int = INT.unpack_from
+    unpack_stat = STAT.unpack_from
     make_stat = ZnodeStat._make
     new_tuple = tuple.__new__
     versioned = kind == _GET_DATA_VERSION
@@ -259,87 +259,90 @@ class MultiReader:
     # -- public API ----------------------------------------------------------------------------------
     def get_data(self, paths: Sequence[str], *, size_hint: int = 256) -> list[DataResult]:
         """Read data and stat of every path; ``size_hint`` is the expected data size per node in bytes."""
-        return self._read(
-            GET_DATA_OPCODE,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            lambda error: DataResult(None, None, error),
-            lambda value: DataResult(*value),
-        )
+        return self._read(_DATA, paths, size_hint)
+
+    def iter_data(self, paths: Sequence[str], *, size_hint: int = 256) -> Iterator[list[DataResult]]:
+        """``get_data`` handed over one multi-read at a time, in order, so the caller applies each
+        while ZooKeeper answers the next (a standby applying 60,000 changed state znodes)."""
+        yield from self._read_chunks(_DATA, paths, size_hint)
+
+    def submit_data(self, paths: Sequence[str], *, size_hint: int = 256) -> Callable[[], list[DataResult]]:
+        """Send the multi-reads of ``paths`` now (split to stay under ``max_batch_bytes``) and return a
+        call that waits for their results, ``get_data``'s. For a caller that keeps several reads of
+        its own in flight, each sent as soon as it knows what to read (a standby streaming the paths
+        it is told changed). Without multi-read the call does ``get_data`` itself."""
+        if not paths:
+            return list
+        if not self._multi_read_available():
+            return lambda: self.get_data(paths, size_hint=size_hint)
+        full = under_chroot(self._client.chroot)
+        budget = self.max_batch_bytes - 64
+        estimate = _DATA_OVERHEAD + max(0, size_hint)
+        sent: list[tuple[_MultiReadRequest, Any]] = []
+        parts: list[bytes] = []
+        start = request_bytes = response_bytes = 0
+        for i, path in enumerate(paths):
+            encoded = full(path).encode()
+            op_bytes = 9 + 4 + len(encoded) + 1
+            if i > start and (request_bytes + op_bytes > budget or response_bytes + estimate > budget):
+                parts.append(DONE)
+                request = _MultiReadRequest(b"".join(parts), i - start)
+                sent.append((request, self._submit(request)))
+                parts, start, request_bytes, response_bytes = [], i, 0, 0
+            parts += (_HEADER_DATA, INT.pack(len(encoded)), encoded, b"\x00")
+            request_bytes += op_bytes
+            response_bytes += estimate
+        parts.append(DONE)
+        request = _MultiReadRequest(b"".join(parts), len(paths) - start)
+        sent.append((request, self._submit(request)))
+
+        def receive() -> list[DataResult]:
+            out: list[DataResult] = []
+            for request, pending in sent:
+                try:
+                    out.extend(self._receive(pending, request, GET_DATA_OPCODE)[0])
+                except UnimplementedError:
+                    self._mark_unsupported("UNIMPLEMENTED on a bulk read")
+                    return out + self.get_data(paths[len(out) :], size_hint=size_hint)
+            return out
+
+        return receive
 
     def get_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> list[VersionedData]:
         """``get_data`` with each stat reduced to its data version (what bulk state reads need)."""
-        return self._read(
-            _GET_DATA_VERSION,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            _versioned_error,
-            _versioned,
-        )
+        return self._read(_DATA_VERSIONS, paths, size_hint)
 
     def iter_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> Iterator[VersionedData]:
         """``get_data_versions`` handed over as each multi-read comes back, in order, so the caller
         decodes one batch while ZooKeeper answers the next (a failover's 100,000 state reads)."""
-        for chunk in self._read_chunks(
-            _GET_DATA_VERSION,
-            paths,
-            _DATA_OVERHEAD + max(0, size_hint),
-            self._client.get_async,
-            _versioned_error,
-            _versioned,
-        ):
+        for chunk in self._read_chunks(_DATA_VERSIONS, paths, size_hint):
             yield from chunk
 
     def get_children(self, paths: Sequence[str], *, size_hint: int = 256) -> list[ChildrenResult]:
         """List the children of every path; ``size_hint`` is the expected serialized size of one list."""
-        return self._read(
-            GET_CHILDREN_OPCODE,
-            paths,
-            _CHILDREN_OVERHEAD + max(0, size_hint),
-            self._client.get_children_async,
-            lambda error: ChildrenResult(None, error),
-            lambda value: ChildrenResult(list(value)),
-        )
+        return self._read(_CHILDREN, paths, size_hint)
 
-    def _read(
-        self,
-        kind: int,
-        paths: Sequence[str],
-        per_op_estimate: int,
-        single: Callable[[str], Any],
-        failed: Callable[[ZookeeperError], Any],
-        convert: Callable[[Any], Any],
-    ) -> list[Any]:
+    def _read(self, kind: _ReadKind, paths: Sequence[str], size_hint: int) -> list[Any]:
         results: list[Any] = []
-        for chunk in self._read_chunks(kind, paths, per_op_estimate, single, failed, convert):
+        for chunk in self._read_chunks(kind, paths, size_hint):
             results.extend(chunk)
         return results
 
-    def _read_chunks(
-        self,
-        kind: int,
-        paths: Sequence[str],
-        per_op_estimate: int,
-        single: Callable[[str], Any],
-        failed: Callable[[ZookeeperError], Any],
-        convert: Callable[[Any], Any],
-    ) -> Iterator[list[Any]]:
+    def _read_chunks(self, kind: _ReadKind, paths: Sequence[str], size_hint: int) -> Iterator[list[Any]]:
         """Multi-read results request by request when the server has it; otherwise, or from the first
-        path not yet answered on UNIMPLEMENTED, pipelined ``single`` reads (one last chunk)."""
+        path not yet answered on UNIMPLEMENTED, pipelined single reads (one last chunk)."""
         if not paths:
             return
         done = 0
         if self._multi_read_available():
             try:
-                for chunk in self._run_iter(kind, paths, per_op_estimate):
+                for chunk in self._run_iter(kind.opcode, paths, kind.overhead + max(0, size_hint)):
                     done += len(chunk)
                     yield chunk
                 return
             except UnimplementedError:
                 self._mark_unsupported("UNIMPLEMENTED on a bulk read")
-        yield self._singles(paths[done:], single, failed, convert)
+        yield self._singles(paths[done:], getattr(self._client, kind.single), kind.failed, kind.convert)
 
     # -- multi-read ----------------------------------------------------------------------------------
     def _submit(self, request: _MultiReadRequest) -> Any:
@@ -383,13 +386,13 @@ class MultiReader:
                     if pos > start and (request_bytes + op_bytes > budget or response_bytes + estimate > budget):
                         break
                     parts.append(header)
-                    parts.append(_INT.pack(len(encoded)))
+                    parts.append(INT.pack(len(encoded)))
                     parts.append(encoded)
                     parts.append(b"\x00")  # watch = false (ignored by the server anyway)
                     request_bytes += op_bytes
                     response_bytes += estimate
                     pos += 1
-                parts.append(_DONE)
+                parts.append(DONE)
                 request = _MultiReadRequest(b"".join(parts), pos - start)
                 in_flight.append((request, self._submit(request)))
 
@@ -409,7 +412,7 @@ class MultiReader:
 
     def _probe(self) -> None:
         root = under_chroot(self._client.chroot)("/").encode()
-        request = _MultiReadRequest(_HEADER_DATA + _INT.pack(len(root)) + root + b"\x00" + _DONE, 1)
+        request = _MultiReadRequest(_HEADER_DATA + INT.pack(len(root)) + root + b"\x00" + DONE, 1)
         try:
             self._receive(self._submit(request), request, GET_DATA_OPCODE)
         except UnimplementedError:
@@ -464,3 +467,16 @@ def _versioned(value: Any) -> VersionedData:
 
 def _versioned_error(error: ZookeeperError) -> VersionedData:
     return VersionedData(None, -1, error)
+
+
+_DATA: Final = _ReadKind(
+    GET_DATA_OPCODE, _DATA_OVERHEAD, "get_async", lambda error: DataResult(None, None, error), lambda v: DataResult(*v)
+)
+_DATA_VERSIONS: Final = _ReadKind(_GET_DATA_VERSION, _DATA_OVERHEAD, "get_async", _versioned_error, _versioned)
+_CHILDREN: Final = _ReadKind(
+    GET_CHILDREN_OPCODE,
+    _CHILDREN_OVERHEAD,
+    "get_children_async",
+    lambda error: ChildrenResult(None, error),
+    lambda v: ChildrenResult(list(v)),
+)

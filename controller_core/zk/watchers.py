@@ -88,6 +88,8 @@ _KAZOO_TYPES: Final = {
 _RETRY_LATER: Final = (ConnectionLoss, ConnectionClosedError, SessionExpiredError)
 # Expected bytes per node read by ``watch_nodes`` (a topic's assignment JSON is the largest usual case).
 _NODE_SIZE_HINT: Final = 1024
+# What ``_rearm_result`` returns when a re-arming read gave nothing to act on.
+_FAILED: Final = object()
 
 # What the registry last saw at a path: (czxid, mzxid) of a node, pzxid of a parent; None = absent.
 _Seen = tuple[int, int] | int | None
@@ -374,22 +376,32 @@ class WatchRegistry:
         if self._client.connected:
             self._rearm(reg, resync=True)
 
+    def _rearm_result(self, reg: _Registration, result: Any) -> Any:
+        """The value of a re-arming read, or ``_FAILED`` when there is none to act on: after a
+        connection loss the watch is re-armed once connected; any other failure is logged.
+        ``NoNodeError`` is the caller's to handle."""
+        try:
+            return result.get(block=False)
+        except NoNodeError:
+            raise
+        except _RETRY_LATER:
+            self._retry_when_connected(reg)
+        except Exception:
+            logger.exception("re-arming the watch of %s failed", reg.path)
+        return _FAILED
+
     def _rearmed(self, reg: _Registration, result: Any, resync: bool, sent_for: int | None = None) -> None:
         if not reg.active:
             return
         try:
-            value = result.get(block=False)
+            value = self._rearm_result(reg, result)
         except NoNodeError:
             # A child watch needs an existing parent: wait for the parent's creation instead.
             self._client.exists_async(reg.path, watch=reg.callback).rawlink(
                 lambda r: self._rearmed_parent_absent(reg, r, resync, sent_for)
             )
             return
-        except _RETRY_LATER:
-            self._retry_when_connected(reg)
-            return
-        except Exception:
-            logger.exception("re-arming the watch of %s failed", reg.path)
+        if value is _FAILED:
             return
         now: _Seen = _node_seen(value) if reg.kind is WatchKind.NODE else int(value[1].pzxid)
         self._observe(reg, now, resync, sent_for)
@@ -400,12 +412,11 @@ class WatchRegistry:
         if not reg.active:
             return
         try:
-            stat = result.get(block=False)
-        except _RETRY_LATER:
-            self._retry_when_connected(reg)
-            return
-        except Exception:
+            stat = self._rearm_result(reg, result)
+        except NoNodeError:  # not from exists(), which answers None for a missing node
             logger.exception("re-arming the watch of %s failed", reg.path)
+            return
+        if stat is _FAILED:
             return
         if stat is not None:
             # Created between the two reads: arm the child watch and report what changed.

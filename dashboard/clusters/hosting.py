@@ -27,9 +27,8 @@ from typing import Any, Final
 import redis
 
 from dashboard.clusters import layout
-from dashboard.lib.redis_keys import controller_status_key
+from dashboard.lib.redis_keys import PREFIX, controller_status_key
 
-PREFIX: Final = "kcp"
 ROLES: Final = ("mirror", "controller")
 
 

@@ -29,13 +29,13 @@ and ``0`` is the character right after it, so the range holds exactly that topic
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller_core.states import PartitionState, ReplicaState
+from dashboard.lib.redis_keys import PREFIX
 
-PREFIX: Final = "kcp"
 PARTITION_STATES: Final = tuple(str(s) for s in PartitionState)
 REPLICA_STATES: Final = tuple(str(s) for s in ReplicaState)
 _PARTITION_DIGITS: Final = 6
@@ -45,36 +45,25 @@ def _base(cluster: str) -> str:
     return f"{PREFIX}:{cluster}:m"
 
 
-def meta_key(cluster: str) -> str:
-    return f"{_base(cluster)}:meta"
+def _cluster_key(name: str) -> Callable[[str], str]:
+    """The builder of one per-cluster mirror key, ``kcp:{cluster}:m:{name}`` (the table above)."""
+    suffix = f":m:{name}"
+
+    def key(cluster: str) -> str:
+        return f"{PREFIX}:{cluster}{suffix}"
+
+    key.__name__ = key.__qualname__ = f"{name}_key"
+    return key
 
 
-def counts_key(cluster: str) -> str:
-    return f"{_base(cluster)}:counts"
-
-
-def topics_key(cluster: str) -> str:
-    return f"{_base(cluster)}:topics"
-
-
-def partitions_key(cluster: str) -> str:
-    return f"{_base(cluster)}:partitions"
-
-
-def brokers_key(cluster: str) -> str:
-    return f"{_base(cluster)}:brokers"
-
-
-def admin_key(cluster: str) -> str:
-    return f"{_base(cluster)}:admin"
-
-
-def interest_key(cluster: str) -> str:
-    return f"{_base(cluster)}:interest"
-
-
-def lock_key(cluster: str) -> str:
-    return f"{_base(cluster)}:lock"
+meta_key: Final = _cluster_key("meta")
+counts_key: Final = _cluster_key("counts")
+topics_key: Final = _cluster_key("topics")
+partitions_key: Final = _cluster_key("partitions")
+brokers_key: Final = _cluster_key("brokers")
+admin_key: Final = _cluster_key("admin")
+interest_key: Final = _cluster_key("interest")
+lock_key: Final = _cluster_key("lock")
 
 
 def partition_state_set(cluster: str, state: str, broker: int | None = None) -> str:

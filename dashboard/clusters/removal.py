@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import redis
 
-from dashboard.clusters.hosting import PREFIX
+from dashboard.lib.redis_keys import PREFIX
 
 logger = logging.getLogger(__name__)
 

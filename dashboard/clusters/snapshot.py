@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import redis
@@ -21,17 +20,13 @@ from django.conf import settings
 from dashboard.clusters import layout
 from dashboard.clusters.layout import PartitionRow
 from dashboard.lib.redis_keys import controller_status_key
+from dashboard.lib.redis_pools import shared_redis
 from dashboard.live.scopes import CLUSTER, Scope
-
-
-@lru_cache(maxsize=8)
-def _pool(url: str) -> redis.ConnectionPool:
-    return redis.ConnectionPool.from_url(url, socket_timeout=5, socket_connect_timeout=2)
 
 
 def get_redis() -> redis.Redis:
     """A client on the shared pool for ``settings.REDIS_URL`` (one pool per URL per process)."""
-    return redis.Redis(connection_pool=_pool(settings.REDIS_URL))
+    return shared_redis(socket_timeout=5, connect_timeout=2)
 
 
 def _text(value: Any) -> str:

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from controller_core.zk import paths
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -43,7 +45,7 @@ def check_zookeeper(timeout: float) -> str:
     try:
         client.start(timeout=timeout)
         root_exists = client.exists("/") is not None
-        controller = client.exists("/controller") is not None
+        controller = client.exists(paths.CONTROLLER_PATH) is not None
     except Exception as exc:
         raise RuntimeError(f"ZooKeeper {connect} unreachable: {exc.__class__.__name__} {exc}".strip()) from exc
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 PREFIX: Final = "kcp"
+"""The first part of every key the project writes (the mirror's, hosting's, the rate limiter's too)."""
 STREAM_FIELD: Final = "r"
 """The stream entry field holding one state-change record's JSON."""
 

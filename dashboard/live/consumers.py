@@ -14,9 +14,9 @@ snapshot by ``seq`` (protocol in ``dashboard/live/protocol.py``).
 Permissions (issue #10): every message the browser sends is checked against fresh database rows
 before it is acted on, so a user deactivated or stripped of the viewer role while the socket is
 open gets the next message refused and the socket closed (4403); forwarded server messages are
-re-checked at most every ``RECHECK_S``. Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``)
-and rate (``MAX_MESSAGES`` per ``MESSAGE_WINDOW_S``). Every refused or closed socket is audited
-(``REQUEST_REJECTED``).
+re-checked at most every ``RECHECK_S`` (one check answers a user's sockets: ``verdicts``).
+Inbound messages are bounded in size (``MAX_MESSAGE_BYTES``) and rate (``MAX_MESSAGES`` per
+``MESSAGE_WINDOW_S``). Every refused or closed socket is audited (``REQUEST_REJECTED``).
 
 A stalled feed (F19): the mirror sends every page a status each heartbeat (1 s), so a consumer that
 hears nothing from the channel layer for ``FEED_STALL_S`` was not reading its channel (its process
@@ -25,6 +25,13 @@ the newest messages. The first message after such a gap therefore brings a fresh
 subscription before it is forwarded: the page is right again at once, instead of after draining a
 backlog of up to ``capacity`` stale messages and waiting for the next heartbeat's ``scope_seqs``.
 A gap without loss (the mirror stopped) costs one extra snapshot per subscription.
+
+Fan-out (issue #31): one web process holds many sockets, and every flush reaches each of them.
+channels_redis already stores one copy per process in Redis and hands the same event dict to every
+consumer of the process; the per-socket cost left is ours, kept small by two rules (``fanout``):
+group events skip Channels' per-message ``close_old_connections`` hop (a round trip through the one
+thread every consumer's sync calls share, queued behind the others: it dominated 100 viewers'
+latency), and a browser message is JSON-encoded once per event, not once per socket.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from dashboard.audit.rejections import record_socket_rejection
 from dashboard.clusters import layout
 from dashboard.clusters.snapshot import ClusterSnapshot, get_redis
-from dashboard.live import groups, permissions
+from dashboard.live import fanout, groups, permissions, verdicts
 from dashboard.live.scopes import Scope, parse_scope
 
 logger = logging.getLogger(__name__)
@@ -89,6 +96,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self._checked_at = time.monotonic()
         await self.channel_layer.group_add(groups.status(self.cluster_name), self.channel_name)
         await self.accept()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Group events go straight to their handler; the browser's own messages as Channels does."""
+        if fanout.is_group_event(message):
+            await getattr(self, fanout.handler_name(message))(message)
+            return
+        await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
         if not hasattr(self, "subscriptions"):
@@ -203,7 +217,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """Re-check the user's right to view at most every ``RECHECK_S``; close the socket if gone."""
         if time.monotonic() - self._checked_at < permissions.RECHECK_S:
             return True
-        return await self._recheck(explain=False)
+        ok = await verdicts.shared_recheck(self.scope.get("user"), self.cluster_name)
+        self._checked_at = time.monotonic()
+        if not ok:
+            await self._refuse(f"access to cluster {self.cluster_name!r} was revoked", CLOSE_FORBIDDEN, False)
+        return ok
 
     async def _recheck(self, explain: bool = True) -> bool:
         """Ask the database now; on a revoked right, audit it and close the socket (4403).
@@ -247,16 +265,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self._after_stall()
         if event.get("scope") not in self.subscriptions:
             return
-        await self.send_json(
-            {
-                "kind": "delta",
-                "scope": event["scope"],
-                "gen": event["gen"],
-                "seq": event["seq"],
-                "prev": event["prev"],
-                "data": event["data"],
-            }
-        )
+        await self.send(text_data=fanout.delta_text(event))
 
     async def live_status(self, event: dict[str, Any]) -> None:
         if not await self.allowed():
@@ -264,7 +273,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self._after_stall()
         if self.subscriptions and time.monotonic() - self._interest_at > INTEREST_REFRESH_S:
             await sync_to_async(self._add_interest)([self._interest_entry(s) for s in self.subscriptions])
-        await self.send_json({"kind": "status", "status": event.get("status", {})})
+        await self.send(text_data=fanout.status_text(event))
 
     async def live_resync(self, event: dict[str, Any]) -> None:
         if await self.allowed():

@@ -24,7 +24,6 @@ before every middleware's ``process_view`` (CSRF, login), so an oversized body i
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Final
 
 import redis
@@ -32,6 +31,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.audit.rejections import record_rejection
+from dashboard.lib.redis_pools import shared_redis
 from dashboard.security.ratelimit import RateLimiter, parse_limit
 
 ACTION_PREFIXES: Final = ("/actions/", "/api/v1/")
@@ -49,14 +49,12 @@ def rejection(request: HttpRequest, status: int, message: str) -> HttpResponse:
     return HttpResponse(message + "\n", status=status, content_type="text/plain; charset=utf-8")
 
 
-@lru_cache(maxsize=4)
-def _pool(url: str) -> redis.ConnectionPool:
-    # Short timeouts: a hung Redis must not hold every action request for seconds.
-    return redis.ConnectionPool.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+#: Short timeouts: a hung Redis must not hold every action request for seconds.
+REDIS_TIMEOUT_S: Final = 0.5
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis(connection_pool=_pool(settings.REDIS_URL))
+    return shared_redis(socket_timeout=REDIS_TIMEOUT_S, connect_timeout=REDIS_TIMEOUT_S)
 
 
 def rate_key(request: HttpRequest) -> str:

@@ -21,9 +21,11 @@ from typing import Final
 
 import redis
 
+from dashboard.lib.redis_keys import PREFIX
+
 logger = logging.getLogger(__name__)
 
-KEY_PREFIX: Final = "kcp:ratelimit:"
+KEY_PREFIX: Final = f"{PREFIX}:ratelimit:"
 
 
 @dataclass(frozen=True, slots=True)

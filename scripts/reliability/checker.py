@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller_core.zk import paths
+
 Record = Mapping[str, Any]
 
 SAFETY = ("S1", "S2", "S3", "S4", "S5", "S6")
 LIVENESS = ("L1", "L2", "L3", "L4", "L5")
-ADMIN_PATHS = ("/admin/reassign_partitions", "/admin/preferred_replica_election")
+ADMIN_PATHS = (paths.REASSIGN_PARTITIONS_PATH, paths.PREFERRED_REPLICA_ELECTION_PATH)
 
 
 @dataclass(frozen=True)

@@ -25,19 +25,20 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
-from controller_core.model import TopicPartition
+from controller_core.model import LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.history import HISTORY_DIR_ENV
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT
-from scripts.reliability.checker import FinalState, PartitionSnapshot, Record, load_histories
+from scripts.reliability.checker import ADMIN_PATHS, FinalState, PartitionSnapshot, Record, load_histories
 from scripts.reliability.faultproxy import ProxyGroup
 
 PYTHON = sys.executable
@@ -447,17 +448,21 @@ class Cluster:
     def active_controllers(self) -> list[int]:
         return [cid for cid, c in self.candidates.items() if c.alive and c.is_active()]
 
-    def partition_states(self) -> dict[str, PartitionSnapshot]:
-        out: dict[str, PartitionSnapshot] = {}
+    def _state_znodes(self) -> Iterator[tuple[str, LeaderIsrAndControllerEpoch, ZnodeStat]]:
+        """Every existing partition state znode of the scenario's topics: ``(name, state, stat)``."""
         for topic, assignment in self.topics.items():
             for p in assignment:
                 try:
                     data, stat = self.zk.get(paths.partition_state_path(TopicPartition(topic, p)))
                 except NoNodeError:
                     continue
-                state = codecs.decode_partition_state(data, stat.version)
-                lai = state.leader_and_isr
-                out[f"{topic}-{p}"] = PartitionSnapshot(lai.leader, lai.leader_epoch, tuple(lai.isr), stat.version)
+                yield f"{topic}-{p}", codecs.decode_partition_state(data, stat.version), stat
+
+    def partition_states(self) -> dict[str, PartitionSnapshot]:
+        out: dict[str, PartitionSnapshot] = {}
+        for name, state, stat in self._state_znodes():
+            lai = state.leader_and_isr
+            out[name] = PartitionSnapshot(lai.leader, lai.leader_epoch, tuple(lai.isr), stat.version)
         return out
 
     def state_znode_stats(self) -> dict[str, StateStat]:
@@ -466,24 +471,18 @@ class Cluster:
         What a zombie check compares before and after the zombie resumes: a write by anyone moves the
         version and the ``mzxid``, and the JSON carries the epoch of the controller that wrote it.
         """
-        out: dict[str, StateStat] = {}
-        for topic, assignment in self.topics.items():
-            for p in assignment:
-                try:
-                    data, stat = self.zk.get(paths.partition_state_path(TopicPartition(topic, p)))
-                except NoNodeError:
-                    continue
-                epoch = codecs.decode_partition_state(data, stat.version).controller_epoch
-                out[f"{topic}-{p}"] = StateStat(stat.version, stat.mzxid, epoch)
-        return out
+        return {
+            name: StateStat(stat.version, stat.mzxid, state.controller_epoch)
+            for name, state, stat in self._state_znodes()
+        }
 
     def live_brokers(self) -> frozenset[int]:
         return frozenset(int(b) for b in self.zk.get_children(paths.BROKER_IDS_PATH))
 
     def admin_paths_present(self) -> list[str]:
-        present = [p for p in ("/admin/reassign_partitions", "/admin/preferred_replica_election") if self.zk.exists(p)]
+        present = [p for p in ADMIN_PATHS if self.zk.exists(p)]
         with contextlib.suppress(NoNodeError):
-            present += [f"/admin/delete_topics/{t}" for t in self.zk.get_children("/admin/delete_topics")]
+            present += [paths.delete_topic_path(t) for t in self.zk.get_children(paths.DELETE_TOPICS_PATH)]
         return present
 
     def final_state(self) -> FinalState:

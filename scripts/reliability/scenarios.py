@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller_core.zk import paths
 from scripts.reliability.checker import Violation, check, check_liveness
 from scripts.reliability.cluster import Broker, Cluster, StateStat, wait_until
 
@@ -146,7 +147,7 @@ def f2_graceful_stop(cluster: Cluster, rng: random.Random, run: int, s: Settings
         for r in cluster.history()
         if r.get("pid") == pid
         and r.get("op") == "delete"
-        and r.get("path") == "/controller"
+        and r.get("path") == paths.CONTROLLER_PATH
         and r.get("result") == "OK"
     ]
     notes = [f"SIGTERM controller {old}: epoch {old_epoch} -> {epoch}"]
@@ -327,15 +328,15 @@ def f6_short_blip(cluster: Cluster, rng: random.Random, run: int, s: Settings) -
     candidate = cluster.candidates[old]
     candidate.proxies.set_mode("blackhole")
     cluster.create_topic(f"blip-{run}", partitions=2, replication=2)  # a create the controller's watch misses
-    cluster.zk.create("/brokers/topics/blip-gone", b'{"version":2,"partitions":{"0":[1]}}')
-    cluster.zk.delete("/brokers/topics/blip-gone")  # created and deleted within the blip
+    cluster.zk.create(paths.topic_path("blip-gone"), b'{"version":2,"partitions":{"0":[1]}}')
+    cluster.zk.delete(paths.topic_path("blip-gone"))  # created and deleted within the blip
     time.sleep(0.5 * s.session_timeout_s)
     candidate.proxies.set_mode("pass")
     healed = time.monotonic()
     led = cluster.all_partitions_led(10)
     seen = None if led is None else time.monotonic() - healed
     holder, epoch = cluster.controller_znode()
-    gone = cluster.zk.exists("/brokers/topics/blip-gone/partitions") is None
+    gone = cluster.zk.exists(paths.partitions_path("blip-gone")) is None
     notes = [f"blackhole {0.5 * s.session_timeout_s:.1f} s on controller {old}: epoch {old_epoch} -> {epoch}"]
     met = seen is not None and seen <= s.slack * 2.0 and epoch == old_epoch and holder == old and gone
     return Outcome(seen, met, notes)

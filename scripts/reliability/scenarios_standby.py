@@ -10,7 +10,10 @@ current, or read everything; never act on a stale view.
   versions meet BADVERSION and re-read, as Kafka does;
 * F25: failover with a reassignment and a topic deletion in flight (both blocked on a broker that is
   down); they complete when it returns;
-* F26: a standby restarted from nothing gets warm again from a full read and takes over warm.
+* F26: a standby restarted from nothing gets warm again from a full read and takes over warm;
+* F27: a state znode changes after the takeover's catch-up proved the view current and before the
+  first write made from it (held open by the ``before_write`` pause point): that write meets
+  BADVERSION, the partition is re-read, and the election follows ZooKeeper's state, not the view's.
 
 In every scenario the standby meant to win is the only other candidate left running (the third is
 stopped gracefully and restarted by the heal phase), so the run judges that candidate's takeover.
@@ -269,6 +272,89 @@ def f26_standby_restarted_from_nothing(cluster: Cluster, rng: random.Random, run
     return Outcome(took, path == "warm" and led is not None and warm_s <= s.slack * 10 and took <= s.slack * 3, notes)
 
 
+def _late_isr_shrinks(cluster: Cluster, victim: int) -> dict[TopicPartition, int]:
+    """The dead leader's last ISR shrinks landing late: every ``rel`` partition led by ``victim`` with
+    a full ISR loses its last follower (leader, leader epoch and controller epoch kept, conditional on
+    the version read, as a pre-AlterIsr leader writes it). Returns each rewritten partition with the
+    follower left in its ISR, the only replica a correct election can choose."""
+    client = cluster.zk
+    kept: dict[TopicPartition, int] = {}
+    for p, replicas in cluster.topics["rel"].items():
+        tp = TopicPartition("rel", p)
+        data, stat = client.get(paths.partition_state_path(tp))
+        state = codecs.decode_partition_state(data, stat.version)
+        lai = state.leader_and_isr
+        followers = [r for r in replicas if r != victim and r in lai.isr]  # assignment order
+        if lai.leader != victim or len(followers) < 2:
+            continue
+        isr = (victim, followers[-1])  # not the follower an election from the stale full ISR would choose
+        new = LeaderIsrAndControllerEpoch(LeaderAndIsr(lai.leader, lai.leader_epoch, isr), state.controller_epoch)
+        client.set(paths.partition_state_path(tp), codecs.encode_partition_state(new), version=stat.version)
+        kept[tp] = followers[-1]
+    return kept
+
+
+def f27_stale_view_write(cluster: Cluster, rng: random.Random, run: int, s: Settings) -> Outcome:
+    """A warm view made stale between the catch-up and the first write: the write fails its version
+    check and that partition is re-read (Kafka's BadVersion handling), never decided from the view.
+
+    The active controller is held at its BrokerChange event while a broker that leads ``rel``
+    partitions is SIGKILLed, then SIGKILLed itself; the standby takes over from its view (the broker
+    already gone) and elects leaders for the dead broker's partitions from the view's states and
+    versions. Its first write is held at ``before_write``: meanwhile the dead leader's last ISR
+    shrinks land (``_late_isr_shrinks``). Released, the standby must meet BADVERSION on exactly those
+    state znodes, re-read them, and elect the one follower each kept.
+    """
+    active, standby = _only_standby(cluster, rng)
+    if _warm(standby, 20) is None:
+        return Outcome(None, False, [f"standby {standby.id} never warm: {_status(standby)}"])
+    leaders = {p.leader for name, p in cluster.partition_states().items() if name.startswith("rel-")}
+    victim = rng.choice(sorted(b for b in cluster.brokers if b in leaders))
+    (cluster.candidates[active].pause_dir / "event.BrokerChange").write_text("")
+    (standby.pause_dir / "before_write").write_text("")
+    cluster.brokers[victim].kill()
+    notes = [f"broker {victim} SIGKILLed while controller {active} holds its BrokerChange"]
+    held = wait_until(lambda: any(cluster.candidates[active].pause_dir.glob("event.paused-*")), 3 * s.session_timeout_s)
+    if held is None:
+        standby.release_all()
+        return Outcome(None, False, [*notes, "the active controller never reached the BrokerChange event"])
+    old_epoch = _stop_active(cluster, active, signal.SIGKILL)
+    if wait_until(lambda: any(standby.pause_dir.glob("before_write.paused-*")), s.session_timeout_s + 15) is None:
+        standby.release_all()
+        return Outcome(None, False, [*notes, f"the standby never wrote: {_status(standby)}"])
+    kept = _late_isr_shrinks(cluster, victim)
+    notes.append(f"{len(kept)} state znodes rewritten after the catch-up, before the first write")
+    standby.release("before_write")
+    took = _took_over(cluster, standby, old_epoch, s.session_timeout_s + 15)
+    if took is None:
+        return Outcome(None, False, [*notes, f"standby did not take over: {_status(standby)}"])
+    path = _status(standby).get("last_failover_path")
+    notes.append(f"failover path {path}")
+    rewritten = {paths.partition_state_path(tp) for tp in kept}
+    pid = standby.proc.pid if standby.proc is not None else -1
+    conflicts = {
+        str(r.get("path"))
+        for r in cluster.history()
+        if r.get("pid") == pid and r.get("op") == "set" and r.get("result") == "BAD_VERSION"
+    }
+    notes.append(f"BADVERSION on {len(conflicts & rewritten)} of them ({len(conflicts - rewritten)} elsewhere)")
+
+    def elected() -> bool:
+        states = cluster.partition_states()
+        return all(states[f"rel-{tp.partition}"].leader == follower for tp, follower in kept.items())
+
+    ok = wait_until(elected, s.session_timeout_s + 10)
+    if ok is None:
+        states = cluster.partition_states()
+        notes.append(
+            "not the kept followers: " + ", ".join(f"rel-{tp.partition} {states[f'rel-{tp.partition}']}" for tp in kept)
+        )
+    cluster.brokers[victim].start()
+    _restore_isr(cluster)
+    met = bool(kept) and conflicts >= rewritten and ok is not None and path == "warm"
+    return Outcome(took, met and took <= s.slack * (s.session_timeout_s + 5), notes)
+
+
 STANDBY_SCENARIOS: dict[str, Scenario] = {
     sc.name: sc
     for sc in (
@@ -297,6 +383,12 @@ STANDBY_SCENARIOS: dict[str, Scenario] = {
             "standby restarted from nothing",
             "warm <= 10 s; takes over warm <= 3 s",
             f26_standby_restarted_from_nothing,
+        ),
+        Scenario(
+            "F27",
+            "a state znode rewritten between the takeover's catch-up and its first write",
+            "the write meets BADVERSION, the partition is re-read and led by the replica ZooKeeper's ISR allows",
+            f27_stale_view_write,
         ),
     )
 }

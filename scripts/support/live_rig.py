@@ -31,7 +31,7 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, ServiceSet, free_port
 from scripts.support.kafka_layout import KafkaLayoutWriter
-from scripts.web_processes import bind_shared, spawn
+from scripts.web_processes import bind_shared, spawn, stop_all
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 CONTROLLER_EPOCH = 7
@@ -195,14 +195,7 @@ class LiveRig:
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
-        procs = [*self.web, *([self.mirror] if self.mirror is not None else [])]
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all([*self.web, *([self.mirror] if self.mirror is not None else [])])
         for sock in self._sockets:
             sock.close()
         try:

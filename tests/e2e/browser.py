@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
@@ -14,3 +14,12 @@ CHROMIUM_ARGS: Final = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def log_in(page: Any, base_url: str, username: str, password: str) -> None:
+    """Log ``page`` in through the dashboard's login form and wait for the landing page."""
+    page.goto(base_url + "/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(base_url + "/")

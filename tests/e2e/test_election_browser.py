@@ -24,10 +24,10 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, RedisServer, free_port, port_open
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage, terminate_all
 from tests.support.zk import wait_for
@@ -144,11 +144,7 @@ def test_operator_clicks_a_preferred_election_through_to_completion(web: Web, im
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(web.url + "/accounts/login/")
-            page.fill("#id_username", "otto")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(web.url + "/")
+            log_in(page, web.url, "otto", PASSWORD)
 
             page.goto(web.url + "/actions/clusters/e2e/preferred-election/")
             page.select_option("#preview-form select[name=scope]", "imbalanced")

@@ -17,7 +17,7 @@ import pytest
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT
-from tests.e2e.browser import CHROMIUM
+from tests.e2e.browser import CHROMIUM, log_in
 from tests.e2e.live_stack import PASSWORD, Stack, running_stack
 from tests.support.processes import manage, terminate_all
 
@@ -38,11 +38,7 @@ def browser_page(stack: Stack, browser: Any) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
         page = context.new_page()
-        page.goto(stack.url + "/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(stack.url + "/")
+        log_in(page, stack.url, "alice", PASSWORD)
         yield page
     finally:
         context.close()

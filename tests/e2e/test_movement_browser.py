@@ -15,7 +15,7 @@ import pytest
 
 from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
 from tests.e2e.test_reassign_pages import Stack, stack
 
@@ -33,11 +33,7 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(stack.url + "/accounts/login/")
-            page.fill("#id_username", "olive")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(stack.url + "/")
+            log_in(page, stack.url, "olive", PASSWORD)
 
             page.goto(stack.url + "/actions/clusters/e2e/reassign/")
             page.check('input[name="topics"][value="orders"]')
@@ -125,11 +121,7 @@ def test_a_preferred_election_that_waits_for_catch_up_then_moves(stack: Stack) -
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(stack.url + "/accounts/login/")
-            page.fill("#id_username", "olive")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(stack.url + "/")
+            log_in(page, stack.url, "olive", PASSWORD)
 
             page.goto(stack.url + "/actions/clusters/e2e/reassign/")
             page.fill("#reassignment", '{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[2,1]}]}')

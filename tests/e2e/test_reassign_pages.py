@@ -24,12 +24,12 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT, free_port, port_open
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.processes import CELERY_WORKER, manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -112,12 +112,7 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: 
         procs.append(
             subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "dashboard",
-                    "worker",
+                    *CELERY_WORKER,
                     "--pool",
                     "solo",
                     "-l",
@@ -156,11 +151,7 @@ def test_generate_execute_and_watch_a_topic_move_to_other_brokers(stack: Stack) 
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(stack.url + "/accounts/login/")
-            page.fill("#id_username", "olive")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(stack.url + "/")
+            log_in(page, stack.url, "olive", PASSWORD)
 
             # from the cluster sub-navigation
             page.goto(stack.url + "/clusters/e2e/")

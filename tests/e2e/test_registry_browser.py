@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,11 +33,11 @@ from controller_core.zk import codecs, paths
 from dashboard.clusters import hosting, layout
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer, free_port, port_open
 from scripts.support.kafka_layout import KafkaLayoutWriter
-from tests.e2e.browser import CHROMIUM
+from tests.e2e.browser import CHROMIUM, log_in
 from tests.e2e.live_stack import start_web
 from tests.e2e.test_live_pages import page_goes_live, text_becomes
 from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.processes import CELERY_WORKER, manage, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
@@ -91,12 +90,7 @@ def start_worker(env: dict[str, str], logs: Path, controller_id: int) -> subproc
     worker_env = dict(env, WORKER_ROLES="mirror,controller", CONTROLLER_ID=str(controller_id))
     return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
+            *CELERY_WORKER,
             "-l",
             "INFO",
             "-c",
@@ -195,11 +189,7 @@ def page(stack: HostingStack, browser: Any) -> Iterator[Any]:
     """One logged-in page for the module's tests (the module's chromium, tests/e2e/conftest.py)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
-    pg.goto(stack.url + "/accounts/login/")
-    pg.fill("#id_username", "ada")
-    pg.fill("#id_password", PASSWORD)
-    pg.click("button[type=submit]")
-    pg.wait_for_url(stack.url + "/")
+    log_in(pg, stack.url, "ada", PASSWORD)
     yield pg
     context.close()
 

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from scripts.devservices import SparkConnectServer, default_service_set, free_port
 from workers.analytics.session import build_spark
+from workers.local_processes import pid_alive
 
 SHARED_DIR = "spark-connect"
 
@@ -73,23 +74,13 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> SharedDir:
     return get
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _users(shared: Path) -> list[int]:
     """Pids of the live workers using the server (a crashed worker's entry is dropped)."""
     try:
         pids = [int(p) for p in json.loads((shared / "users.json").read_text())]
     except (OSError, ValueError, TypeError):
         pids = []
-    return [pid for pid in pids if _alive(pid)]
+    return [pid for pid in pids if pid_alive(pid)]
 
 
 def _save_users(shared: Path, pids: list[int]) -> None:
@@ -140,3 +131,19 @@ def spark(spark_connect: SparkConnectServer) -> Iterator[SparkSession]:
     session = build_spark(remote=spark_connect.remote, app_name="analytics-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+# -- controllers, brokers and operators (house) ----------------------------------------------------
+# The fixtures shared by the controller, broker, reassignment and election modules live in their own
+# module; importing them here makes them available to every integration module by name.
+from tests.integration.controller_fixtures import (  # noqa: E402
+    agents,
+    candidates,
+    election_consumer,
+    fake_brokers,
+    operator,
+    rds,
+    sent,
+)
+
+__all__ = ["agents", "candidates", "election_consumer", "fake_brokers", "operator", "rds", "sent"]

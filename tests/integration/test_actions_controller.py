@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,31 +15,13 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.zk import wait_for
 from workers.actions import preferred_election
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "e2e"
-
-
-@pytest.fixture
-def brokers(zk_chroot: str) -> Iterator[FakeBrokers]:
-    fake = FakeBrokers(zk_chroot)
-    try:
-        yield fake
-    finally:
-        fake.stop_all()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
 
 
 def leader_and_isr(zk: KazooClient, tp: TP) -> tuple[int, list[int]]:
@@ -64,20 +45,18 @@ def rejoin_isr(zk: KazooClient, tp: TP, broker: int) -> None:
 
 
 def test_operator_restores_preferred_leader_after_a_broker_restart(
-    zk: KazooClient, zk_chroot: str, brokers: FakeBrokers, candidates: Candidates, monkeypatch: pytest.MonkeyPatch
+    zk: KazooClient, zk_chroot: str, fake_brokers: FakeBrokers, candidates: Candidates, sent: list[Any]
 ) -> None:
-    from dashboard.celery import app
-
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1]})
     tp = TP("orders", 0)
     wait_for(lambda: zk.exists(paths.partition_state_path(tp)) is not None, what="partition states")
-    brokers.kill(1)
+    fake_brokers.kill(1)
     wait_for(lambda: leader_and_isr(zk, tp)[0] == 2, timeout=20, what="leadership moved off broker 1")
-    brokers.start(1)
+    fake_brokers.start(1)
     rejoin_isr(zk, tp, 1)
     wait_for(lambda: 1 in leader_and_isr(zk, tp)[1], what="broker 1 back in the ISR")
 
@@ -89,16 +68,6 @@ def test_operator_restores_preferred_leader_after_a_broker_restart(
     url = f"/actions/clusters/{NAME}/preferred-election/"
     # the controller takes the ISR change in asynchronously: wait until the preview agrees
     wait_for(lambda: "Would become" in client.get(url, {"scope": "broker", "broker": "1"}).content.decode(), timeout=10)
-    sent: list[Any] = []
-
-    class Result:
-        id = "t"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        sent.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
     response = client.post(url, {"scope": "broker", "broker": "1", "reason": "broker 1 restarted"})
     assert response.status_code == 302
     (action,) = Action.objects.filter(kind="preferred_election")

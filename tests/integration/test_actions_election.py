@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -55,24 +53,6 @@ def _user(name: str, role: str | None, superuser: bool = False) -> User:
     if role:
         user.groups.add(Group.objects.get(name=role))
     return user
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """Tasks the web process sends (no worker in these tests)."""
-    from dashboard.celery import app
-
-    calls: list[tuple[str, Any]] = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
 
 
 def as_user(user: User | None, **kwargs: Any) -> Client:
@@ -218,37 +198,9 @@ def test_task_refuses_while_a_request_is_pending(cluster: Cluster, zk: KazooClie
     assert zk.get(paths.PREFERRED_REPLICA_ELECTION_PATH)[0] == before
 
 
-@pytest.fixture
-def consumer(zk: KazooClient) -> Iterator[list[set[TP]]]:
-    """Plays the controller's part: takes each request and elects the preferred replica."""
-    seen: list[set[TP]] = []
-    stop = threading.Event()
-    store = ZkStore(zk)
-
-    def loop() -> None:
-        while not stop.wait(0.02):
-            got = store.get_preferred_replica_election()
-            if got is None:
-                continue
-            seen.append(got)
-            for tp in got:
-                data, stat = zk.get(paths.partition_state_path(tp))
-                state = codecs.decode_partition_state(data, stat.version)
-                preferred = store.get_replica_assignments([tp.topic])[tp.topic].partitions[tp.partition].replicas[0]
-                new = LeaderIsrAndControllerEpoch(state.leader_and_isr.new_leader(preferred), state.controller_epoch)
-                zk.set(paths.partition_state_path(tp), codecs.encode_partition_state(new), version=stat.version)
-            zk.delete(paths.PREFERRED_REPLICA_ELECTION_PATH)
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(5)
-
-
-def test_bounded_batches_one_request_at_a_time(cluster: Cluster, zk: KazooClient, consumer: list[set[TP]]) -> None:
+def test_bounded_batches_one_request_at_a_time(
+    cluster: Cluster, zk: KazooClient, election_consumer: list[set[TP]]
+) -> None:
     rows = [
         {"topic": "orders", "partition": 0, "preferred": 1, "leader": 2},
         {"topic": "tiny", "partition": 0, "preferred": 2, "leader": 1},
@@ -257,7 +209,7 @@ def test_bounded_batches_one_request_at_a_time(cluster: Cluster, zk: KazooClient
         username="otto", cluster=NAME, kind="preferred_election", status="running", preview={"electable": rows}
     )
     run_preferred_election(action, ZkStore(zk), batch_size=1, wait_s=5)
-    assert consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
+    assert election_consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
     assert action.status == "succeeded", action.error
     assert action.outcome["batches"] == [{"size": 1, "result": "consumed by the controller"}] * 2
     assert [p["outcome"] for p in action.outcome["partitions"]] == ["elected", "elected"]

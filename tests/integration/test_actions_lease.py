@@ -237,23 +237,6 @@ def cluster(zk: KazooClient, zk_chroot: str, settings: Any, redis_url: str) -> C
     return Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot, mode=Cluster.Mode.MANAGED)
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    from dashboard.celery import app
-
-    calls: list[tuple[str, Any]] = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
-
-
 def after_first_lookup(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> None:
     """Make ``module.name`` (called between a submission's first idempotency look-up and its create)
     wait until both racing requests got there: both have found no earlier action with the key."""

@@ -70,23 +70,6 @@ def as_user(u: User | None, **kwargs: Any) -> Client:
     return client
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    from dashboard.celery import app
-
-    calls: list[tuple[str, Any]] = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
-
-
 def change(epoch: int, seq: int, kind: str, at: datetime, **fields: Any) -> StateChange:
     record = {"controller_epoch": epoch, "seq": seq, "kind": kind, **fields}
     keep = {k: v for k, v in fields.items() if k in {f.name for f in StateChange._meta.fields}}

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +16,6 @@ from kazoo.client import KazooClient
 
 from controller_core.model import BrokerRegistration, EndPoint, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from controller_core.model import TopicPartition as TP
-from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action, StateChange
 from dashboard.audit.retention import cleanup_audit
@@ -60,36 +57,6 @@ def cluster(zk: KazooClient, zk_chroot: str) -> Cluster:
     return Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
 
 
-@pytest.fixture
-def consumer(zk: KazooClient) -> Iterator[list[set[TP]]]:
-    """Plays the controller: takes each request, elects the preferred replica, deletes the znode."""
-    seen: list[set[TP]] = []
-    stop = threading.Event()
-    store = ZkStore(zk)
-
-    def loop() -> None:
-        while not stop.wait(0.02):
-            got = store.get_preferred_replica_election()
-            if got is None:
-                continue
-            seen.append(got)
-            for tp in got:
-                data, stat = zk.get(paths.partition_state_path(tp))
-                state = codecs.decode_partition_state(data, stat.version)
-                preferred = store.get_replica_assignments([tp.topic])[tp.topic].partitions[tp.partition].replicas[0]
-                new = LeaderIsrAndControllerEpoch(state.leader_and_isr.new_leader(preferred), state.controller_epoch)
-                zk.set(paths.partition_state_path(tp), codecs.encode_partition_state(new), version=stat.version)
-            zk.delete(paths.PREFERRED_REPLICA_ELECTION_PATH)
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(5)
-
-
 def queued() -> Action:
     return Action.objects.create(
         username="otto", cluster=NAME, kind="preferred_election", status="queued", preview={"electable": ROWS}
@@ -97,7 +64,7 @@ def queued() -> Action:
 
 
 def test_a_task_killed_after_writing_a_batch_resumes_without_writing_it_again(
-    cluster: Cluster, zk_chroot: str, consumer: list[set[TP]], monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, zk_chroot: str, election_consumer: list[set[TP]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     action = queued()
     real_wait = worker._wait_consumed
@@ -115,7 +82,7 @@ def test_a_task_killed_after_writing_a_batch_resumes_without_writing_it_again(
     monkeypatch.setattr(worker, "_wait_consumed", real_wait)  # the task is redelivered to a healthy worker
     assert worker.preferred_election.run(action.pk, batch_size=1, wait_s=5, connect=zk_chroot) == "succeeded"
     action.refresh_from_db()
-    assert consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]  # each batch written once
+    assert election_consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]  # each batch written once
     assert action.attempts == 2 and action.outcome["journal"]["resumed_batches"] == [0]
     assert [p["outcome"] for p in action.outcome["partitions"]] == ["elected", "elected"]
     assert len(action.outcome["batches"]) == 2
@@ -123,11 +90,11 @@ def test_a_task_killed_after_writing_a_batch_resumes_without_writing_it_again(
     # a third delivery of a finished action does nothing but count
     assert worker.preferred_election.run(action.pk, batch_size=1, wait_s=5, connect=zk_chroot) == "succeeded"
     action.refresh_from_db()
-    assert action.attempts == 3 and consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
+    assert action.attempts == 3 and election_consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
 
 
 def test_a_task_killed_before_its_write_writes_the_batch_on_redelivery(
-    cluster: Cluster, zk_chroot: str, consumer: list[set[TP]], monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, zk_chroot: str, election_consumer: list[set[TP]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     action = queued()
     real_create = ZkStore.create_preferred_replica_election_request
@@ -138,13 +105,15 @@ def test_a_task_killed_before_its_write_writes_the_batch_on_redelivery(
     monkeypatch.setattr(ZkStore, "create_preferred_replica_election_request", die)
     with pytest.raises(Killed):
         worker.preferred_election.run(action.pk, batch_size=1, wait_s=5, connect=zk_chroot)
-    assert consumer == []
+    assert election_consumer == []
     monkeypatch.setattr(ZkStore, "create_preferred_replica_election_request", real_create)
     assert worker.preferred_election.run(action.pk, batch_size=1, wait_s=5, connect=zk_chroot) == "succeeded"
-    assert consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
+    assert election_consumer == [{TP("orders", 0)}, {TP("tiny", 0)}]
 
 
-def test_progress_is_committed_batch_by_batch(cluster: Cluster, zk: KazooClient, consumer: list[set[TP]]) -> None:
+def test_progress_is_committed_batch_by_batch(
+    cluster: Cluster, zk: KazooClient, election_consumer: list[set[TP]]
+) -> None:
     """What the live page polls: after each batch the per-partition outcome is in the database."""
     action = queued()
     action.status = "running"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -23,29 +23,11 @@ from controller_core.model import TopicPartition
 from controller_core.protocol.messages import ErrorCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.snapshots import zk_tree
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def brokers(zk_chroot: str) -> Iterator[FakeBrokers]:
-    fake = FakeBrokers(zk_chroot)
-    try:
-        yield fake
-    finally:
-        fake.stop_all()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
 
 
 def leader_isr(zk: KazooClient, topic: str, partition: int) -> tuple[int, list[int]]:
@@ -55,9 +37,9 @@ def leader_isr(zk: KazooClient, topic: str, partition: int) -> tuple[int, list[i
 
 
 @pytest.fixture
-def running(zk: KazooClient, brokers: FakeBrokers, candidates: Candidates) -> tuple[str, dict[int, int]]:
+def running(zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates) -> tuple[str, dict[int, int]]:
     """Brokers 1 and 3 live (2 never registered); orders-2 = [1, 2] therefore has broker 1 as its only ISR."""
-    epochs = {b: brokers.start(b) for b in (1, 3)}
+    epochs = {b: fake_brokers.start(b) for b in (1, 3)}
     ZkStore(zk).create_topic("orders", {0: [1, 3], 1: [3, 1], 2: [1, 2]})
     runner = candidates.start(100)
     wait_for(

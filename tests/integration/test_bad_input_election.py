@@ -23,18 +23,12 @@ from controller_core.model import TopicPartition as TP
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.support.snapshots import isolated_db, redis_keys, zk_tree
+from tests.support.snapshots import redis_keys, zk_tree
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.isolated_redis]  # snapshots compare Redis before and after
 
 NAME = "badin"
 URL = f"/actions/clusters/{NAME}/preferred-election/"
-
-
-@pytest.fixture
-def redis_url(redis_url: str) -> str:
-    """A Redis database of this module's own: concurrent runs on a shared dev Redis stay out of snapshots."""
-    return isolated_db(redis_url)
 
 
 @pytest.fixture
@@ -60,23 +54,6 @@ def cluster(zk: KazooClient, zk_chroot: str, settings: Any, redis_url: str) -> C
     )
     store.mark_topic_for_deletion("doomed")
     return Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    from dashboard.celery import app
-
-    calls: list[Any] = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
 
 
 def _client(role: str | None, name: str = "otto") -> Client:

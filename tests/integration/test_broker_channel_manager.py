@@ -31,11 +31,9 @@ from controller_core.protocol.messages import (
 )
 from controller_core.protocol.server import HttpError, JsonHttpServer
 from scripts.devservices import free_port
-from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import Agents, partition_state
+from tests.integration.test_broker_harness import partition_state
+from tests.support.broker_agents import Agents
 from tests.support.zk import wait_for
-
-agents = harness.agents
 
 
 class FakeBroker:

@@ -35,13 +35,11 @@ from controller_core.protocol.messages import (
 from controller_core.protocol.server import JsonHttpServer
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import AgentProcess, Agents, leader_and_isr, partition_state
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.integration.test_broker_harness import leader_and_isr, partition_state
+from tests.support.broker_agents import AgentProcess, Agents
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.snapshots import zk_tree
 from tests.support.zk import wait_for
-
-agents = harness.agents
 
 TP = TopicPartition("orders", 0)
 

@@ -14,11 +14,8 @@ from controller_core.broker.agent import BrokerAgent
 from controller_core.broker.config import BrokerConfig
 from controller_core.model import BrokerRegistration, EndPoint
 from controller_core.zk import codecs, paths
-from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import Agents
+from tests.support.broker_agents import Agents
 from tests.support.zk import expire_session, wait_for
-
-agents = harness.agents
 
 
 def test_the_registration_is_kafkas_json_v5_and_the_epoch_its_czxid(zk: KazooClient, agents: Agents) -> None:

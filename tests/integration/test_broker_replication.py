@@ -7,10 +7,10 @@ import signal
 from controller_core.model import TopicPartition
 from controller_core.protocol.messages import ErrorCode
 from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import AgentProcess, Agents, FakeController, leader_and_isr, partition_state
+from tests.integration.test_broker_harness import FakeController, leader_and_isr, partition_state
+from tests.support.broker_agents import AgentProcess, Agents
 from tests.support.zk import wait_for
 
-agents = harness.agents
 controller = harness.controller
 
 TP = TopicPartition("orders", 0)

@@ -15,9 +15,9 @@ from controller_core.protocol.messages import (
 )
 from controller_core.zk import paths
 from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import Agents, FakeController
+from tests.integration.test_broker_harness import FakeController
+from tests.support.broker_agents import Agents
 
-agents = harness.agents
 controller = harness.controller
 
 REMAINING = ControlledShutdownResponse(ErrorCode.NONE, (PartitionId("orders", 0),))

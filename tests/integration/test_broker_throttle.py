@@ -12,11 +12,11 @@ from controller_core.broker.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LE
 from controller_core.model import TopicPartition
 from controller_core.zk.store import ZkStore
 from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import AgentProcess, Agents, FakeController
+from tests.integration.test_broker_harness import FakeController
 from tests.integration.test_broker_replication import assign
+from tests.support.broker_agents import AgentProcess, Agents
 from tests.support.zk import wait_for
 
-agents = harness.agents
 controller = harness.controller
 
 TP = TopicPartition("orders", 0)

@@ -18,10 +18,8 @@ from controller_core.protocol.messages import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from tests.integration import test_broker_harness as harness
-from tests.integration.test_broker_harness import AgentProcess, Agents, leader_and_isr, partition_state
-
-agents = harness.agents
+from tests.integration.test_broker_harness import leader_and_isr, partition_state
+from tests.support.broker_agents import AgentProcess, Agents
 
 TP = TopicPartition("orders", 0)
 OTHER = TopicPartition("orders", 1)

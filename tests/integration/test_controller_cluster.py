@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,29 +16,11 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def brokers(zk_chroot: str, tmp_path: Path) -> Iterator[Agents]:
-    group = Agents(zk_chroot, tmp_path)
-    try:
-        yield group
-    finally:
-        group.close()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
 
 
 def state(zk: KazooClient, topic: str, partition: int) -> tuple[int, list[int]]:
@@ -62,18 +42,18 @@ def in_sync(zk: KazooClient, topic: str, assignment: dict[int, list[int]]) -> bo
 
 
 def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(
-    zk: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    agents = {b: brokers.start(b) for b in (1, 2, 3)}
+    running = {b: agents.start(b) for b in (1, 2, 3)}
     assignment = {p: [1 + (p + i) % 3 for i in range(3)] for p in range(6)}
     ZkStore(zk).create_topic("orders", assignment)
     candidates.start(100)
     wait_for(lambda: created(zk, "orders", 6) and in_sync(zk, "orders", assignment), timeout=30, what="in sync")
     offline_seen: list[int] = []
-    agents[1].signal(signal.SIGTERM)
-    while agents[1].process is not None and agents[1].process.poll() is None:
+    running[1].signal(signal.SIGTERM)
+    while running[1].process is not None and running[1].process.poll() is None:
         offline_seen += [p for p, (leader, _) in enumerate(all_states(zk, "orders", 6)) if leader == -1]
-    assert agents[1].wait_exit(30) == 0
+    assert running[1].wait_exit(30) == 0
     assert offline_seen == []
     states = all_states(zk, "orders", 6)
     assert all(leader in (2, 3) for leader, _ in states)
@@ -83,19 +63,19 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(
 
 
 def test_preferred_election_through_the_admin_znode_and_unelectable_partitions_reported(
-    zk: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
     for b in (1, 2, 3):
-        brokers.start(b)
+        agents.start(b)
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [3, 1, 2]})
     candidates.start(100)
     wait_for(lambda: created(zk, "orders", 2), what="created")
-    first = brokers.started[0]
+    first = agents.started[0]
     first.signal(signal.SIGKILL)
     wait_for(lambda: state(zk, "orders", 0)[0] == 2, timeout=20, what="leader moves off broker 1")
-    brokers.start(1)
+    agents.start(1)
     wait_for(lambda: 1 in state(zk, "orders", 0)[1], timeout=30, what="broker 1 catches up into the ISR")
-    brokers.started[2].signal(signal.SIGKILL)  # broker 3, preferred for orders-1, is down
+    agents.started[2].signal(signal.SIGKILL)  # broker 3, preferred for orders-1, is down
     wait_for(lambda: state(zk, "orders", 1)[0] != 3, timeout=20, what="orders-1 leader moves off 3")
     ZkStore(zk).create_preferred_replica_election_request([TopicPartition("orders", 0), TopicPartition("orders", 1)])
     wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None, timeout=20, what="znode cleared")
@@ -106,24 +86,24 @@ def test_preferred_election_through_the_admin_znode_and_unelectable_partitions_r
 
 
 def test_auto_rebalance_restores_preferred_leaders_after_a_broker_returns(
-    zk: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
     for b in (1, 2):
-        brokers.start(b)
+        agents.start(b)
     ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [1, 2]})
     candidates.start(100, first_rebalance_delay_seconds=1.0, leader_imbalance_check_interval_seconds=1.0)
     wait_for(lambda: created(zk, "orders", 2), what="created")
-    brokers.started[0].signal(signal.SIGKILL)
+    agents.started[0].signal(signal.SIGKILL)
     wait_for(lambda: [s[0] for s in all_states(zk, "orders", 2)] == [2, 2], timeout=20, what="leaders on 2")
-    brokers.start(1)
+    agents.start(1)
     wait_for(lambda: [s[0] for s in all_states(zk, "orders", 2)] == [1, 1], timeout=40, what="rebalanced to 1")
 
 
 def test_reassignment_to_disjoint_brokers_survives_a_controller_failover(
-    zk: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
     for b in (1, 2, 3, 4):
-        brokers.start(b)
+        agents.start(b)
     store = ZkStore(zk)
     store.create_topic("orders", {0: [1, 2], 1: [2, 1]})
     candidates.start(100)
@@ -149,15 +129,15 @@ def test_reassignment_to_disjoint_brokers_survives_a_controller_failover(
 
 
 def test_topic_deletion_waits_for_a_down_broker_and_then_completes(
-    zk: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
     for b in (1, 2, 3):
-        brokers.start(b)
+        agents.start(b)
     store = ZkStore(zk)
     store.create_topic("doomed", {0: [1, 2, 3], 1: [2, 3, 1]}, config={"retention.ms": "1000"})
     candidates.start(100)
     wait_for(lambda: created(zk, "doomed", 2), what="created")
-    brokers.started[2].signal(signal.SIGKILL)
+    agents.started[2].signal(signal.SIGKILL)
     wait_for(lambda: sorted(zk.get_children(paths.BROKER_IDS_PATH)) == ["1", "2"], timeout=20)
     store.mark_topic_for_deletion("doomed")
     wait_for(
@@ -167,7 +147,7 @@ def test_topic_deletion_waits_for_a_down_broker_and_then_completes(
         timeout=20,
     )
     assert zk.exists(paths.topic_path("doomed")) is not None  # halted: a replica's broker is down
-    brokers.start(3)
+    agents.start(3)
     wait_for(
         lambda: all(
             zk.exists(p) is None

@@ -8,97 +8,19 @@ epoch), the epoch fencing, and the emitted state changes. Requests to brokers go
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from controller_core.channel_manager import ControllerChannelManager
-from controller_core.config import ControllerConfig
-from controller_core.model import BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch, TopicPartition
+from controller_core.model import LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.runner import ControllerRunner
-from controller_core.state_change_log import MemorySink
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.zk import expire_session, wait_for
-
-
-class FakeBrokers:
-    """Broker registrations, each in its own ZooKeeper session, as real brokers hold them."""
-
-    def __init__(self, connect: str) -> None:
-        self.connect = connect
-        self.clients: dict[int, KazooClient] = {}
-
-    def start(self, broker_id: int, rack: str | None = None) -> int:
-        client = KazooClient(hosts=self.connect, timeout=4.0)
-        client.start(timeout=10)
-        self.clients[broker_id] = client
-        registration = BrokerRegistration(
-            id=broker_id,
-            endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 1),),
-            rack=rack,
-        )
-        store = ZkStore(client)
-        store.ensure_persistent_paths()  # as a Kafka broker does at start-up
-        return store.register_broker(registration)
-
-    def kill(self, broker_id: int) -> None:
-        client = self.clients.pop(broker_id)
-        client.stop()
-        client.close()
-
-    def stop_all(self) -> None:
-        for broker_id in list(self.clients):
-            self.kill(broker_id)
-
-
-@pytest.fixture
-def brokers(zk_chroot: str) -> Iterator[FakeBrokers]:
-    fake = FakeBrokers(zk_chroot)
-    try:
-        yield fake
-    finally:
-        fake.stop_all()
-
-
-class Candidates:
-    def __init__(self, connect: str) -> None:
-        self.connect = connect
-        self.runners: dict[int, ControllerRunner] = {}
-        self.sinks: dict[int, MemorySink] = {}
-
-    def start(self, controller_id: int, **overrides: Any) -> ControllerRunner:
-        sink = MemorySink()
-        config = ControllerConfig(
-            controller_id=controller_id,
-            zookeeper_connect=self.connect,
-            zookeeper_session_timeout_s=4.0,
-            first_rebalance_delay_seconds=overrides.pop("first_rebalance_delay_seconds", 3600),
-            **overrides,
-        )
-        runner = ControllerRunner(config, extra_sinks=[sink])
-        runner.start()
-        self.runners[controller_id] = runner
-        self.sinks[controller_id] = sink
-        return runner
-
-    def stop(self, controller_id: int) -> None:
-        self.runners.pop(controller_id).stop()
-
-    def stop_all(self) -> None:
-        for cid in list(self.runners):
-            self.stop(cid)
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
 
 
 def state(zk: KazooClient, topic: str, partition: int) -> tuple[int, int, list[int], int]:
@@ -113,10 +35,10 @@ def controller_epoch(zk: KazooClient) -> int:
 
 
 def test_first_controller_gets_epoch_1_and_elects_leaders_for_a_new_topic(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     assert controller_epoch(zk) == 1
@@ -131,14 +53,14 @@ def test_first_controller_gets_epoch_1_and_elects_leaders_for_a_new_topic(
 
 
 def test_broker_failure_moves_leadership_and_shrinks_the_isr(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1]})
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 1))) is not None)
-    brokers.kill(1)
+    fake_brokers.kill(1)
     wait_for(lambda: state(zk, "orders", 0)[0] == 2, what="orders-0 led by 2")
     leader, epoch, isr, cepoch = state(zk, "orders", 0)
     assert (leader, isr, cepoch) == (2, [2, 3], 1)
@@ -163,30 +85,30 @@ def test_broker_failure_moves_leadership_and_shrinks_the_isr(
 
 
 def test_no_live_isr_member_leaves_the_partition_offline_unless_unclean_is_enabled(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     for b in (1, 2):
-        brokers.start(b)
+        fake_brokers.start(b)
     store = ZkStore(zk)
     store.create_topic("clean", {0: [1, 2]})
     store.create_topic("dirty", {0: [1, 2]}, config={"unclean.leader.election.enable": "true"})
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("dirty", 0))) is not None)
-    brokers.kill(2)  # ISR shrinks to [1]
+    fake_brokers.kill(2)  # ISR shrinks to [1]
     wait_for(lambda: state(zk, "clean", 0)[2] == [1] and state(zk, "dirty", 0)[2] == [1], what="ISR [1]")
-    brokers.kill(1)  # the last ISR member dies: leader -1, ISR kept
+    fake_brokers.kill(1)  # the last ISR member dies: leader -1, ISR kept
     wait_for(lambda: state(zk, "clean", 0)[0] == -1, what="clean partition leaderless")
     assert state(zk, "clean", 0)[2] == [1]
-    brokers.start(2)  # only an out-of-sync replica comes back
+    fake_brokers.start(2)  # only an out-of-sync replica comes back
     wait_for(lambda: state(zk, "dirty", 0)[0] == 2, what="unclean election of broker 2")
     assert state(zk, "dirty", 0)[2] == [2]
     assert state(zk, "clean", 0)[0] == -1  # clean topic stays offline
 
 
 def test_standby_takes_over_with_the_next_epoch_when_the_active_one_stops(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    brokers.start(1)
+    fake_brokers.start(1)
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None)
     candidates.start(101)
@@ -203,9 +125,9 @@ def test_standby_takes_over_with_the_next_epoch_when_the_active_one_stops(
 
 
 def test_the_controller_znode_names_the_candidate_and_its_api_endpoint(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    brokers.start(1)
+    fake_brokers.start(1)
     active = candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     candidates.start(101)
@@ -217,10 +139,10 @@ def test_the_controller_znode_names_the_candidate_and_its_api_endpoint(
 
 
 def test_a_controller_move_deletes_only_our_own_controller_znode_fenced_by_our_epoch(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     """Kafka's ``triggerControllerMove`` (on an election error or an illegal state), on the real path."""
-    brokers.start(1)
+    fake_brokers.start(1)
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     candidates.start(101)
@@ -251,10 +173,10 @@ def test_a_controller_move_deletes_only_our_own_controller_znode_fenced_by_our_e
 
 
 def test_a_controller_whose_session_expires_resigns_and_cannot_write(
-    zk: KazooClient, zk_chroot: str, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, zk_chroot: str, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    brokers.start(1)
-    brokers.start(2)
+    fake_brokers.start(1)
+    fake_brokers.start(2)
     ZkStore(zk).create_topic("orders", {0: [1, 2]})
     first = candidates.start(100)
     wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 0))) is not None)
@@ -284,11 +206,11 @@ def test_a_controller_whose_session_expires_resigns_and_cannot_write(
 
 
 def test_isr_changes_a_leader_writes_itself_are_recorded_from_the_notification(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     """Pre-AlterIsr leaders write their ISR and leave an isr_change notification (Kafka's protocol)."""
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     tp = TopicPartition("orders", 0)
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3]})
     candidates.start(100)
@@ -367,19 +289,19 @@ class HandOverLog:
 
 
 def test_new_leaders_hear_of_a_broker_failure_before_the_isr_shrinks(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     """Kafka's order: the elections' LeaderAndIsr go to the senders before the replicas of the dead
     broker leave the ISRs of the partitions it followed (those writes change nothing for availability).
     The dead broker's replicas are not even listed before that (30,000 for one broker of a
     100,000-partition cluster): the elections need only the leader index."""
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
     runner = candidates.start(100)
     wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover")
     log = HandOverLog(runner)
-    brokers.kill(1)
+    fake_brokers.kill(1)
     wait_for(lambda: state(zk, "orders", 1)[2] == [2, 3], what="orders-1 ISR shrinks")
     elected = log.first(lambda s: s[0] == "LeaderAndIsrRequest" and s[2].get(("orders", 0)) == 2)
     listed = log.first(lambda s: s[0] == "replicas_listed" and s[2] == [1])
@@ -388,9 +310,9 @@ def test_new_leaders_hear_of_a_broker_failure_before_the_isr_shrinks(
 
 
 def test_new_leaders_hear_of_a_controlled_shutdown_before_the_isr_shrinks(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    epochs = {b: brokers.start(b) for b in (1, 2, 3)}
+    epochs = {b: fake_brokers.start(b) for b in (1, 2, 3)}
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
     runner = candidates.start(100)
     wait_for(lambda: any(r["kind"] == "failover" for r in candidates.sinks[100].records), what="failover")
@@ -408,11 +330,11 @@ def test_new_leaders_hear_of_a_controlled_shutdown_before_the_isr_shrinks(
 
 
 def test_a_controlled_shutdown_is_answered_before_its_records_are_built(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
     """The controller keeps an event's partition records unbuilt until its effects are out (the writes,
     the requests, the answer), then hands every one of them to the sinks, in order."""
-    epochs = {b: brokers.start(b) for b in (1, 2, 3)}
+    epochs = {b: fake_brokers.start(b) for b in (1, 2, 3)}
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
     runner = candidates.start(100)
     sink = candidates.sinks[100]

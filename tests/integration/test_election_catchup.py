@@ -20,13 +20,11 @@ from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
-from tests.integration.test_reassign_controller import agents, candidates, no_tasks, operator
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 from workers.catchup_election import run
 
-__all__ = ["agents", "candidates", "no_tasks", "operator"]
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
@@ -60,7 +58,7 @@ def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidate
 
 
 def test_bad_catch_up_settings_are_refused_with_nothing_written(
-    zk: KazooClient, zk_chroot: str, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, operator: Client, sent: list[Any]
 ) -> None:
     ZkStore(zk).ensure_persistent_paths()
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
@@ -77,12 +75,12 @@ def test_bad_catch_up_settings_are_refused_with_nothing_written(
         assert response.status_code == 400 and message in response.json()["error"], (field, response.content)
         page = operator.get(PAGE, {**{k: str(v) for k, v in base.items()}, field: str(value)})
         assert page.status_code == 400
-    assert no_tasks == [] and zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
+    assert sent == [] and zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None
 
 
 @pytest.mark.django_db(transaction=True)  # the task runs in a thread: its connection must see the action
 def test_a_waiting_election_moves_leadership_only_after_catch_up(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
     min_isr_s = 4.0
@@ -103,7 +101,7 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     )  # fmt: skip
     assert response.status_code == 201, response.content
     action_id = response.json()["id"]
-    assert no_tasks == [("workers.catchup_election.run", [action_id])]
+    assert sent == [("workers.catchup_election.run", [action_id])]
 
     joined: list[float] = []
     result: list[str] = []
@@ -136,7 +134,7 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
 
 
 def test_an_election_that_cannot_catch_up_times_out_and_says_why(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
     response = operator.post(

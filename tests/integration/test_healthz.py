@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from django.test import Client
 
 from scripts.devservices import REPO_ROOT, RedisServer, ZooKeeperServer
+from tests.support.processes import CELERY_WORKER
 from tests.support.zk import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -38,12 +38,7 @@ def celery_worker_process(redis_url: str) -> Iterator[subprocess.Popen[bytes]]:
     env = dict(os.environ, REDIS_URL=redis_url, DJANGO_SETTINGS_MODULE="dashboard.settings")
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
+            *CELERY_WORKER,
             "--pool",
             "solo",
             "-n",

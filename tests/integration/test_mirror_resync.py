@@ -20,13 +20,6 @@ from workers.mirror.publish import RecordingPublisher
 
 
 @pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def cluster(zk: KazooClient) -> KafkaLayoutWriter:
     return small_cluster(zk)
 

@@ -23,13 +23,6 @@ from workers.mirror.publish import RecordingPublisher
 
 
 @pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def mirror(zk_chroot: str, rds: redis.Redis, zk: KazooClient) -> Iterator[tuple[Mirror, KafkaLayoutWriter]]:
     cluster = small_cluster(zk)
     client = KazooClient(hosts=zk_chroot, timeout=10.0)
@@ -78,3 +71,40 @@ def test_partitions_with_a_live_leader_are_not_watched(
     wait_for(lambda: leader(rds, 2) == 1, what="orders-2 led by broker 1")
     time.sleep(0.5)
     assert running._state_watches == set()
+
+
+def test_a_leader_written_before_its_watch_is_armed_fires_at_once(
+    zk_chroot: str, rds: redis.Redis, zk: KazooClient
+) -> None:
+    """The mirror driven by hand on this thread: a broker change queues watches, a new leader is
+    written before they are armed (a storm's re-derivation keeps the loop busy for seconds), and
+    the watch still fires at once: it is armed relative to the broker change, not to the arming."""
+    import contextlib
+    import queue
+
+    from workers.mirror.events import StateChanged
+
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", window_s=0.1, heartbeat_s=0.3, sweep_s=3600, followups=())
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    try:
+        mirror.full_sync("test")
+        cluster.deregister_broker(1)
+        mirror._load_brokers()
+        assert TopicPartition("orders", 0) in mirror._watch_queue and mirror._refresh_queue
+        mirror._pending_reads.clear()  # the change's queued re-read comes much later in a storm
+        cluster.write_states({TopicPartition("orders", 0): (2, 2, [2])}, 3)
+        client.exists("/brokers/topics")  # a busy loop's other reads: the session has seen the write
+        while mirror._watch_queue:  # after the re-derivation, as in a storm
+            mirror._sweep_some()
+        deadline = time.monotonic() + 5.0
+        fired = False
+        while not fired and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                fired = mirror.events.get(timeout=0.2) == StateChanged(TopicPartition("orders", 0))
+        assert fired, "the new leader, written before the watch was armed, never fired it"
+    finally:
+        client.stop()
+        client.close()

@@ -31,13 +31,6 @@ def row(client: redis.Redis, member: str) -> layout.PartitionRow:
 
 
 @pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def cluster(zk: KazooClient) -> KafkaLayoutWriter:
     return small_cluster(zk)
 

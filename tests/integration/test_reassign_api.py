@@ -59,23 +59,6 @@ def cluster(zk: KazooClient, zk_chroot: str, settings: Any, redis_url: str) -> C
     return Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    from dashboard.celery import app
-
-    calls: list[Any] = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
-
-
 def client_for(role: str | None, name: str = "otto", **kwargs: Any) -> Client:
     client = Client(**kwargs)
     if role is not None:

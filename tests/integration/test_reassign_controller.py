@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from kazoo.client import KazooClient
 
@@ -27,8 +24,8 @@ from controller_core.zk.store import ZkStore
 from dashboard.actions.reassign_cluster import read_controller_endpoint
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 from workers.reassign import cancel, execute, send_cancel
 
@@ -36,53 +33,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
 API = f"/api/v1/clusters/{NAME}/reassignments/"
-
-
-@pytest.fixture
-def agents(zk_chroot: str, tmp_path: Path) -> Iterator[Agents]:
-    group = Agents(zk_chroot, tmp_path)
-    try:
-        yield group
-    finally:
-        group.close()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
-
-
-@pytest.fixture
-def operator(settings: Any, redis_url: str) -> Client:
-    settings.REDIS_URL = redis_url
-    settings.ACTION_RATE_LIMIT = "0"
-    user = User.objects.create_user("otto")
-    user.groups.add(Group.objects.get(name="operator"))
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def no_tasks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The web process queues tasks; the test runs them itself."""
-    from dashboard.celery import app
-
-    calls: list[Any] = []
-
-    class Result:
-        id = "t"
-
-    def send_task(name: str, args: Any = None, **kwargs: Any) -> Result:
-        calls.append((name, args))
-        return Result()
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
 
 
 def assignment(zk: KazooClient, topic: str) -> dict[int, Any]:
@@ -107,7 +57,7 @@ def start_cluster(zk: KazooClient, agents: Agents, candidates: Candidates, *slow
 
 
 def test_move_a_topic_to_other_brokers_and_watch_it_complete(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start_cluster(zk, agents, candidates)
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
@@ -125,7 +75,7 @@ def test_move_a_topic_to_other_brokers_and_watch_it_complete(
     )
     assert response.status_code == 202, response.content
     action_id = response.json()["action"]
-    assert no_tasks == [("workers.reassign.execute", [action_id])]
+    assert sent == [("workers.reassign.execute", [action_id])]
     assert execute.run(action_id, connect=zk_chroot, monitor=False) == "running"
 
     seen: list[dict[str, Any]] = []
@@ -158,13 +108,13 @@ def test_move_a_topic_to_other_brokers_and_watch_it_complete(
         content_type="application/json",
         headers={"Idempotency-Key": "move-1"},
     )
-    assert again.json()["action"] == action_id and len(no_tasks) == 1
+    assert again.json()["action"] == action_id and len(sent) == 1
     kinds = [(r["kind"], r.get("phase")) for r in candidates.sinks[100].records if r["kind"] == "reassignment"]
     assert ("reassignment", "completed") in kinds
 
 
 def test_cancel_reverts_a_partition_whose_new_replica_cannot_catch_up(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start_cluster(zk, agents, candidates, 3)
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)

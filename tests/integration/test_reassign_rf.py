@@ -16,13 +16,12 @@ from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
-from tests.integration.test_reassign_controller import agents, assignment, candidates, no_tasks, operator
+from tests.integration.test_reassign_controller import assignment
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 from workers.reassign import execute
 
-__all__ = ["agents", "candidates", "no_tasks", "operator"]
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
@@ -50,7 +49,7 @@ def run(operator: Client, zk_chroot: str, body: dict[str, Any]) -> Action:
 
 
 def test_raise_and_lower_the_replication_factor_rack_aware(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     for b in (1, 2, 3, 4):
         agents.start(b, "--produce-rate", "50", "--rack", RACK[b])

@@ -19,13 +19,11 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
-from tests.integration.test_reassign_controller import agents, candidates, no_tasks, operator
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 from workers.reassign import cancel, execute, remove_orphan_throttles
 
-__all__ = ["agents", "candidates", "no_tasks", "operator"]
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
@@ -80,7 +78,7 @@ def submit(operator: Client, zk_chroot: str, rate: Any) -> int:
 
 
 def test_a_throttled_move_copies_at_the_rate_changes_live_and_leaves_no_throttle(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start(zk, zk_chroot, agents, candidates, produce=200)  # 200 kB/s produced, more than the throttle
     action_id = submit(operator, zk_chroot, RATE)
@@ -181,7 +179,7 @@ def test_a_throttled_move_copies_at_the_rate_changes_live_and_leaves_no_throttle
 
 
 def test_cancel_removes_the_throttle_and_the_beat_removes_orphans(
-    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     start(zk, zk_chroot, agents, candidates, produce=100)
     for bad in (0, "fast", 2.5, -1):

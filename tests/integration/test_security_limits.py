@@ -17,18 +17,12 @@ from kazoo.client import KazooClient
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
 from scripts.devservices import free_port
-from tests.support.snapshots import isolated_db, redis_keys, zk_tree
+from tests.support.snapshots import redis_keys, zk_tree
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.isolated_redis]  # snapshots compare Redis before and after
 
 NAME = "sec"
 URL = f"/actions/clusters/{NAME}/preferred-election/"
-
-
-@pytest.fixture
-def redis_url(redis_url: str) -> str:
-    """A Redis database of this module's own: concurrent runs on a shared dev Redis stay out of snapshots."""
-    return isolated_db(redis_url)
 
 
 @pytest.fixture

@@ -13,10 +13,8 @@ from kazoo.client import KazooClient
 from controller_core.controller import Controller
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
-from tests.integration.test_controller_zk import Candidates, FakeBrokers, brokers, candidates
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.zk import wait_for
-
-__all__ = ["brokers", "candidates"]  # the controller tests' fixtures, used here by name
 
 
 def _active_id(zk: KazooClient) -> int:
@@ -55,9 +53,9 @@ def _context_matches_zookeeper(controller: Controller, zk: KazooClient) -> None:
         assert mine == truth, name
 
 
-def _setup(zk: KazooClient, brokers: FakeBrokers, candidates: Candidates) -> None:
+def _setup(zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates) -> None:
     for b in (1, 2, 3):
-        brokers.start(b)
+        fake_brokers.start(b)
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     store = ZkStore(zk)
@@ -73,14 +71,16 @@ def _tp(topic: str, partition: int) -> Any:
     return TopicPartition(topic, partition)
 
 
-def test_a_warm_standby_takes_over_from_its_view(zk: KazooClient, brokers: FakeBrokers, candidates: Candidates) -> None:
-    _setup(zk, brokers, candidates)
+def test_a_warm_standby_takes_over_from_its_view(
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
+) -> None:
+    _setup(zk, fake_brokers, candidates)
     standby = candidates.start(101)
     assert standby.standby is not None
     wait_for(lambda: standby.standby is not None and standby.standby.is_warm, what="standby warm")
     status = standby.controller.status() if standby.controller else {}
     assert status["standby_warm"] == "1" and status["standby_state"] == "warm"
-    brokers.kill(3)  # a change the standby follows before it wins
+    fake_brokers.kill(3)  # a change the standby follows before it wins
     wait_for(lambda: 3 not in ZkStore(zk).get_all_broker_registrations(), what="broker 3 gone")
     candidates.stop(100)
     wait_for(lambda: bool(_failovers(candidates, 101)), what="standby's failover")
@@ -95,9 +95,9 @@ def test_a_warm_standby_takes_over_from_its_view(zk: KazooClient, brokers: FakeB
 
 
 def test_a_standby_whose_watch_stream_was_cut_never_takes_over_from_a_stale_view(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    _setup(zk, brokers, candidates)
+    _setup(zk, fake_brokers, candidates)
     standby = candidates.start(101)
     follower = standby.standby
     assert follower is not None and standby.client is not None
@@ -107,7 +107,7 @@ def test_a_standby_whose_watch_stream_was_cut_never_takes_over_from_a_stale_view
     # it win at once: it either proves a reloaded view current or reads everything, never neither.
     standby.client._connection._socket.shutdown(socket.SHUT_RDWR)
     ZkStore(zk).create_topic("late", {0: [1, 2, 3]})
-    brokers.kill(2)
+    fake_brokers.kill(2)
     candidates.stop(100)
     wait_for(lambda: bool(_failovers(candidates, 101)), what="standby's failover")
     record = _failovers(candidates, 101)[0]
@@ -121,9 +121,9 @@ def test_a_standby_whose_watch_stream_was_cut_never_takes_over_from_a_stale_view
 
 
 def test_a_candidate_without_a_standby_fails_over_cold_and_a_resigned_one_follows_again(
-    zk: KazooClient, brokers: FakeBrokers, candidates: Candidates
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates
 ) -> None:
-    _setup(zk, brokers, candidates)
+    _setup(zk, fake_brokers, candidates)
     cold = candidates.start(101, warm_standby=False)
     candidates.stop(100)
     wait_for(lambda: bool(_failovers(candidates, 101)), what="failover")

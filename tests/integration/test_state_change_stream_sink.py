@@ -4,11 +4,9 @@ and what happens where Redis refuses server-side scripts."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any, cast
 
 import orjson
-import pytest
 import redis
 
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
@@ -18,13 +16,6 @@ from dashboard.lib.redis_keys import state_change_stream_key
 from workers.sinks import RedisStreamSink
 
 CLUSTER = "stream-sink"
-
-
-@pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def _records(count: int) -> list[dict[str, Any]]:

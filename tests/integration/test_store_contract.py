@@ -25,7 +25,7 @@ from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore, ZkCode
 from controller_core.zk import paths
 from controller_core.zk.store import ZkStore
 from scripts.support.fakes import FakePartitionStateStore
-from tests.support.zk import expire_session, wait_for
+from tests.support.zk import expire_session, started_client, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -179,13 +179,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield FakeBackend()
     else:
         zk_chroot: str = request.getfixturevalue("zk_chroot")
-        client = KazooClient(hosts=zk_chroot, timeout=10.0)
-        client.start(timeout=15)
-        try:
+        with started_client(zk_chroot) as client:
             yield RealBackend(client, zk_chroot)
-        finally:
-            client.stop()
-            client.close()
 
 
 def _bumps(states: dict[TopicPartition, LeaderIsrAndControllerEpoch]) -> dict[TopicPartition, LeaderAndIsr]:

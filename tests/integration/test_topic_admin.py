@@ -20,18 +20,12 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
-from tests.support.snapshots import isolated_db, redis_keys, zk_tree
+from tests.support.snapshots import redis_keys, zk_tree
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.isolated_redis]  # snapshots compare Redis before and after
 
 NAME = "topics"
 BASE = f"/api/v1/clusters/{NAME}/topics/"
-
-
-@pytest.fixture
-def redis_url(redis_url: str) -> str:
-    """A Redis database of this module's own: concurrent runs on a shared dev Redis stay out of snapshots."""
-    return isolated_db(redis_url)
 
 
 @pytest.fixture
@@ -262,8 +256,8 @@ def test_a_real_controller_acts_on_what_the_api_writes(
 ) -> None:
     """Create, grow and delete through the API with real broker agents and a controller candidate: the
     partitions come online and the deletion completes, so the znodes are in the layout Kafka reads."""
-    from tests.integration.test_broker_harness import Agents
-    from tests.integration.test_controller_zk import Candidates
+    from tests.support.broker_agents import Agents
+    from tests.support.controllers import Candidates
     from tests.support.zk import wait_for
 
     settings.REDIS_URL = redis_url

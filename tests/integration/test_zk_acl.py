@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.client import ZkSecurity, new_client, world_writable_warning
 from controller_core.zk.store import ZkStore
-from tests.integration.test_broker_harness import Agents
-from tests.integration.test_controller_zk import Candidates
+from tests.support.broker_agents import Agents
+from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow
@@ -55,24 +54,6 @@ def owner(zk_chroot: str, secured: None) -> Iterator[KazooClient]:
         client.close()
 
 
-@pytest.fixture
-def brokers(zk_chroot: str, tmp_path: Path, secured: None) -> Iterator[Agents]:
-    group = Agents(zk_chroot, tmp_path)
-    try:
-        yield group
-    finally:
-        group.close()
-
-
-@pytest.fixture
-def candidates(zk_chroot: str, secured: None) -> Iterator[Candidates]:
-    c = Candidates(zk_chroot)
-    try:
-        yield c
-    finally:
-        c.stop_all()
-
-
 def _leaders(zk: KazooClient, partitions: int) -> list[tuple[int, list[int]]]:
     out = []
     for p in range(partitions):
@@ -83,9 +64,9 @@ def _leaders(zk: KazooClient, partitions: int) -> list[tuple[int, list[int]]]:
 
 
 def test_anyone_reads_only_the_owner_writes_and_the_cluster_still_works(
-    zk: KazooClient, owner: KazooClient, brokers: Agents, candidates: Candidates
+    zk: KazooClient, owner: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    agents = {b: brokers.start(b) for b in (1, 2)}
+    running = {b: agents.start(b) for b in (1, 2)}
     assignment = {0: [1, 2], 1: [2, 1]}
     ZkStore(owner).create_topic("orders", assignment)
     candidates.start(100)
@@ -136,8 +117,8 @@ def test_anyone_reads_only_the_owner_writes_and_the_cluster_still_works(
 
     # The controller and brokers, all holding the digest, still work: a controlled shutdown moves
     # broker 1's leaderships to broker 2 and shrinks the ISRs.
-    agents[1].signal(signal.SIGTERM)
-    assert agents[1].wait_exit(30) == 0
+    running[1].signal(signal.SIGTERM)
+    assert running[1].wait_exit(30) == 0
     wait_for(lambda: _leaders(zk, 2) == [(2, [2]), (2, [2])], timeout=30, what="leadership on broker 2")
 
 

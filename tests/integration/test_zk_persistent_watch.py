@@ -15,6 +15,7 @@ from controller_core.zk.persistent_watch import (
     NODE_DELETED,
     PersistentWatchTap,
     add_watch_async,
+    decode_watch_event,
     remove_watches_async,
 )
 
@@ -79,3 +80,35 @@ def test_recursive_watch_delivers_every_change_below_its_root(zk: KazooClient) -
             assert len(seen) == before, "RemoveWatches must stop the persistent watch"
     finally:
         tap.uninstall()
+
+
+def test_kazoo_routes_only_events_a_one_shot_watcher_waits_for(zk: KazooClient) -> None:
+    """The tap skips kazoo's routing for a path no one-shot watcher waits on (the follower's common
+    case, a state znode) and hands every other event to it: data and child watchers still fire."""
+    routed: list[str] = []
+    connection = zk._connection
+    kazoo_routing = connection._read_watch_event
+
+    def counting(buffer: bytes, offset: int) -> object:
+        routed.append(decode_watch_event(buffer, offset).path)
+        return kazoo_routing(buffer, offset)
+
+    connection._read_watch_event = counting
+    tap = PersistentWatchTap(zk, ["/brokers"], lambda _type, _path: None)
+    tap.install()
+    try:
+        zk.ensure_path("/brokers/ids")
+        add_watch_async(zk, "/brokers").get(timeout=5)
+        data_fired, child_fired = threading.Event(), threading.Event()
+        zk.exists("/brokers/ids/1", watch=lambda e: data_fired.set())
+        zk.get_children("/brokers/ids", watch=lambda e: child_fired.set())
+        zk.create("/brokers/ids/1", b"a")  # data watcher on it; child watcher on its parent
+        zk.create("/brokers/other", b"b")  # nobody waits: not routed
+        zk.exists("/brokers")
+        assert data_fired.wait(5) and child_fired.wait(5)
+        root = zk.chroot or ""
+        assert sorted(routed) == [f"{root}/brokers/ids", f"{root}/brokers/ids/1"]  # the child event, the created one
+        # /brokers/other's creation was not routed: nobody waited on it
+    finally:
+        tap.uninstall()
+        connection._read_watch_event = kazoo_routing

@@ -635,7 +635,9 @@ def test_a_preferred_election_request_over_the_znode_limit_is_refused_before_wri
     assert small.get_preferred_replica_election() == set(many[:40])
 
 
-def test_preferred_replica_election_request_round_trip(store: ZkStore, controller: ControllerEpoch) -> None:
+def test_preferred_replica_election_request_round_trip(
+    zk: KazooClient, store: ZkStore, controller: ControllerEpoch
+) -> None:
     assert store.get_preferred_replica_election() is None
     store.create_preferred_replica_election_request([TP("t", 0), TP("t", 1)])
     with pytest.raises(ZkOperationError, match="already in progress"):
@@ -643,6 +645,10 @@ def test_preferred_replica_election_request_round_trip(store: ZkStore, controlle
     assert store.get_preferred_replica_election() == {TP("t", 0), TP("t", 1)}
     assert store.delete_preferred_replica_election(controller.epoch_zk_version) is True
     assert store.get_preferred_replica_election() is None
+    assert store.delete_preferred_replica_election(controller.epoch_zk_version) is False
+
+    zk.create(paths.PREFERRED_REPLICA_ELECTION_PATH, b"not json")  # read as an empty request, as Kafka does
+    assert store.get_preferred_replica_election() == set()
 
 
 def test_isr_change_and_log_dir_notifications_are_read_in_order_and_deleted_fenced(

@@ -15,7 +15,7 @@ from kazoo.security import make_digest_acl
 from controller_core.zk.multiread import DataResult, MultiReader
 from controller_core.zk.setwatches import set_node_watches
 from controller_core.zk.watchers import EventFactory, WatchEvent, WatchEventType, WatchKind, WatchRegistry
-from tests.support.zk import drop_connection, expire_session, wait_for
+from tests.support.zk import drop_connection, expire_session, started_client, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,8 @@ TIMEOUT = 10.0
 @pytest.fixture
 def other(zk_chroot: str) -> Iterator[KazooClient]:
     """A second client: the rest of the cluster making changes."""
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=15)
-    try:
+    with started_client(zk_chroot) as client:
         yield client
-    finally:
-        client.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from kazoo.client import KazooClient
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.zk.store import ZkStore
 from scripts.devservices import REPO_ROOT
-from tests.integration.test_controller_zk import Candidates, FakeBrokers
+from tests.support.controllers import Candidates, FakeBrokers
 from tests.support.dashboard_db import install_migrated
 from tests.support.processes import manage
 
@@ -36,8 +35,6 @@ ASSIGNMENT: Final = {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in r
 BROKERS: Final = (1, 2, 3)
 
 #: ``celery worker`` of the project's app, as production runs it (the argv up to the worker options).
-CELERY_WORKER: Final = (sys.executable, "-m", "celery", "-A", "dashboard", "worker")
-
 #: Runs of each Celery fault test: 2 in the per-PR tier; the plan's pass figure is 20/20
 #: (``RELIABILITY_RUNS=20 scripts/test tests/reliability/test_f16* tests/reliability/test_f17*``).
 RUNS: Final = int(os.environ.get("RELIABILITY_RUNS", "2"))

@@ -74,6 +74,56 @@ def write(
     }
 
 
+def request(
+    t_mono: float,
+    controller_epoch: int,
+    *,
+    kind: str = "LeaderAndIsr",
+    decision: str = "accepted",
+    broker_epoch: int = 5,
+) -> dict[str, Any]:
+    """Broker 3 (pid 30, broker epoch 5) took or refused a controller request."""
+    return {
+        "op": "request",
+        "role": "broker",
+        "node": 3,
+        "pid": 30,
+        "kind": kind,
+        "decision": decision,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": broker_epoch,
+        "my_broker_epoch": 5,
+        "t_mono": t_mono,
+    }
+
+
+def applied(t_mono: float, controller_epoch: int, leader: int, leader_epoch: int, *, node: int = 3) -> dict[str, Any]:
+    """Broker ``node`` (3: pid 30, 2: pid 31) applied LeaderAndIsr for t-0."""
+    return {
+        "op": "leader_and_isr",
+        "role": "broker",
+        "node": node,
+        "pid": 30 if node == 3 else 31,
+        "controller_epoch": controller_epoch,
+        "partitions": [["t", 0, leader, leader_epoch, "NONE"]],
+        "t_mono": t_mono,
+    }
+
+
+def observe(t_mono: float, controller_epoch: int, zk_version: int, leader: int, isr: list[int]) -> dict[str, Any]:
+    """Reader r1 (the mirror) saw t-0's state."""
+    return {
+        "op": "observe",
+        "reader": "r1",
+        "partition": "t-0",
+        "controller_epoch": controller_epoch,
+        "zk_version": zk_version,
+        "leader": leader,
+        "isr": isr,
+        "t_mono": t_mono,
+    }
+
+
 def clean_history() -> list[dict[str, Any]]:
     return [
         elect(10, 1, 1, 100),
@@ -81,80 +131,13 @@ def clean_history() -> list[dict[str, Any]]:
         write(10, 1, 110, leader=2, leader_epoch=1, isr=[2, 3], zk_version=1),
         elect(20, 2, 2, 200),
         write(20, 2, 210, leader=3, leader_epoch=2, isr=[3], zk_version=2, epoch=2),
-        {
-            "op": "request",
-            "role": "broker",
-            "node": 3,
-            "pid": 30,
-            "kind": "LeaderAndIsr",
-            "decision": "accepted",
-            "controller_epoch": 1,
-            "broker_epoch": 5,
-            "my_broker_epoch": 5,
-            "t_mono": 1.0,
-        },
-        {
-            "op": "leader_and_isr",
-            "role": "broker",
-            "node": 3,
-            "pid": 30,
-            "controller_epoch": 1,
-            "partitions": [["t", 0, 2, 1, "NONE"]],
-            "t_mono": 1.1,
-        },
-        {
-            "op": "request",
-            "role": "broker",
-            "node": 3,
-            "pid": 30,
-            "kind": "LeaderAndIsr",
-            "decision": "rejected",
-            "controller_epoch": 1,
-            "broker_epoch": 5,
-            "my_broker_epoch": 5,
-            "t_mono": 3.0,
-        },
-        {
-            "op": "request",
-            "role": "broker",
-            "node": 3,
-            "pid": 30,
-            "kind": "LeaderAndIsr",
-            "decision": "accepted",
-            "controller_epoch": 2,
-            "broker_epoch": 5,
-            "my_broker_epoch": 5,
-            "t_mono": 2.0,
-        },
-        {
-            "op": "leader_and_isr",
-            "role": "broker",
-            "node": 3,
-            "pid": 30,
-            "controller_epoch": 2,
-            "partitions": [["t", 0, 3, 2, "NONE"]],
-            "t_mono": 2.1,
-        },
-        {
-            "op": "observe",
-            "reader": "r1",
-            "partition": "t-0",
-            "controller_epoch": 1,
-            "zk_version": 1,
-            "leader": 2,
-            "isr": [2, 3],
-            "t_mono": 1.5,
-        },
-        {
-            "op": "observe",
-            "reader": "r1",
-            "partition": "t-0",
-            "controller_epoch": 2,
-            "zk_version": 2,
-            "leader": 3,
-            "isr": [3],
-            "t_mono": 2.5,
-        },
+        request(1.0, 1),
+        applied(1.1, 1, 2, 1),
+        request(3.0, 1, decision="rejected"),
+        request(2.0, 2),
+        applied(2.1, 2, 3, 2),
+        observe(1.5, 1, 1, 2, [2, 3]),
+        observe(2.5, 2, 2, 3, [3]),
     ]
 
 
@@ -242,57 +225,19 @@ def test_s3_broker_in_controlled_shutdown_elected() -> None:
 
 
 def test_s4_stale_controller_epoch_applied() -> None:
-    stale = {
-        "op": "request",
-        "role": "broker",
-        "node": 3,
-        "pid": 30,
-        "kind": "UpdateMetadata",
-        "decision": "accepted",
-        "controller_epoch": 1,
-        "broker_epoch": 5,
-        "my_broker_epoch": 5,
-        "t_mono": 2.5,
-    }
+    stale = request(2.5, 1, kind="UpdateMetadata")
     found = check_s4([*clean_history(), stale])
     assert any("after seeing 2" in v.detail for v in found)
 
 
 def test_s4_stale_broker_epoch_applied() -> None:
-    stale = {
-        "op": "request",
-        "role": "broker",
-        "node": 3,
-        "pid": 30,
-        "kind": "LeaderAndIsr",
-        "decision": "accepted",
-        "controller_epoch": 2,
-        "broker_epoch": 4,
-        "my_broker_epoch": 5,
-        "t_mono": 2.6,
-    }
+    stale = request(2.6, 2, broker_epoch=4)
     assert any("stale broker epoch" in v.detail for v in check_s4([*clean_history(), stale]))
 
 
 def test_s4_leader_epoch_applied_twice_and_two_leaders_for_one_epoch() -> None:
-    again = {
-        "op": "leader_and_isr",
-        "role": "broker",
-        "node": 3,
-        "pid": 30,
-        "controller_epoch": 2,
-        "partitions": [["t", 0, 3, 2, "NONE"]],
-        "t_mono": 2.7,
-    }
-    other = {
-        "op": "leader_and_isr",
-        "role": "broker",
-        "node": 2,
-        "pid": 31,
-        "controller_epoch": 2,
-        "partitions": [["t", 0, 2, 2, "NONE"]],
-        "t_mono": 2.2,
-    }
+    again = applied(2.7, 2, 3, 2)
+    other = applied(2.2, 2, 2, 2, node=2)
     found = check_s4([*clean_history(), again, other])
     assert any("after 2" in v.detail for v in found)
     assert any("named leaders [2, 3]" in v.detail for v in found)
@@ -311,26 +256,8 @@ def test_s5_stuck_lost_and_duplicated_actions() -> None:
 
 
 def test_s6_mirror_showing_a_state_zk_never_had_and_going_back() -> None:
-    invented = {
-        "op": "observe",
-        "reader": "r1",
-        "partition": "t-0",
-        "controller_epoch": 2,
-        "zk_version": 2,
-        "leader": 1,
-        "isr": [1],
-        "t_mono": 2.6,
-    }
-    back = {
-        "op": "observe",
-        "reader": "r1",
-        "partition": "t-0",
-        "controller_epoch": 1,
-        "zk_version": 1,
-        "leader": 2,
-        "isr": [2, 3],
-        "t_mono": 2.7,
-    }
+    invented = observe(2.6, 2, 2, 1, [1])
+    back = observe(2.7, 1, 1, 2, [2, 3])
     found = check_s6([*clean_history(), invented, back])
     assert any("never in ZK" in v.detail for v in found)
     assert any("go back" in v.detail for v in found)

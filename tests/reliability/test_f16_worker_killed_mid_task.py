@@ -26,7 +26,6 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from tests.reliability.celery_rig import (
     ASSIGNMENT,
-    CELERY_WORKER,
     RUNS,
     TOPIC,
     action_row,
@@ -37,6 +36,7 @@ from tests.reliability.celery_rig import (
     seeded_cluster,
     worker_env,
 )
+from tests.support.processes import CELERY_WORKER
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow

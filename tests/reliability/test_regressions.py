@@ -26,20 +26,15 @@ from scripts.devservices import ZooKeeperServer
 from scripts.reliability.faultproxy import FaultProxy
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import counts, small_cluster, start_mirror, stop_mirror
-from tests.support.zk import drop_connection, wait_for
+from tests.support.zk import drop_connection, started_client, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def leftover_session(zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=15)
-    try:
+    with started_client(zk_chroot) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_own_id_in_a_controller_znode_of_an_earlier_session_is_not_taken_for_active(

@@ -1,4 +1,4 @@
-"""The warm-standby fault scenarios (F23-F26, issue 28) against real processes, once per variant.
+"""The warm-standby fault scenarios (F23-F27, issue 28) against real processes, once per variant.
 
 Single-node ZooKeeper (the session's), three controller candidates behind their own fault proxies,
 three broker agents, Ts = 4 s; each run ends with the heal phase and the full history checker
@@ -31,5 +31,6 @@ def test_standby_scenario(name: str, run: int, zk_server: ZooKeeperServer, tmp_p
     report = "\n".join(
         [f"{name} run {run}: {scenario.title} ({scenario.figure})"] + [str(v) for v in result.violations] + result.notes
     )
+    print(report)  # shown with -rP: what the run did (conflicts met, failover path)
     assert not result.violations, report
     assert result.passed, report

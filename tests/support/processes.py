@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterable
+from typing import Final
 
 from scripts.devservices import REPO_ROOT
+from workers.local_processes import terminate_all
+
+__all__ = ["CELERY_WORKER", "manage", "terminate_all"]
+
+#: ``celery worker`` of the project's app, as the tests start it (options follow).
+CELERY_WORKER: Final = (sys.executable, "-m", "celery", "-A", "dashboard", "worker")
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -18,17 +24,3 @@ def manage(env: dict[str, str], *args: str) -> str:
     if done.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done.stdout
-
-
-def terminate_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
-    """SIGTERM every process at once, then wait for each, SIGKILLing any still there after ``timeout``."""
-    procs = list(procs)
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)

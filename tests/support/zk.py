@@ -13,12 +13,24 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
+
+
+@contextlib.contextmanager
+def started_client(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
+    """A kazoo client connected to ``hosts`` (a chroot, usually), stopped and closed afterwards."""
+    client = KazooClient(hosts=hosts, timeout=timeout)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> None:

@@ -12,9 +12,9 @@ import pytest
 
 from controller_core.election import ControlledShutdownStrategy, OfflineStrategy, PreferredStrategy
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
-from controller_core.ports import ZkCode
 from controller_core.states import PartitionState, ReplicaState
 from scripts.support.fakes import Harness, make_harness
+from tests.support.store_faults import inject_store_fault
 
 P = PartitionState
 R = ReplicaState
@@ -68,12 +68,7 @@ def test_an_election_over_a_newer_controllers_state_is_aborted(h: Harness) -> No
 
 @pytest.mark.parametrize("failure", ["missing", "corrupt", "write_error"])
 def test_election_failures_stay_per_partition(h: Harness, failure: str) -> None:
-    if failure == "missing":
-        h.store.delete_state(T0)
-    elif failure == "corrupt":
-        h.store.corrupt(T0)
-    else:
-        h.store.write_errors[T0] = ZkCode.NO_NODE
+    inject_store_fault(h.store, T0, failure)
     h.ctx.remove_live_brokers([1])
     results = h.psm.handle_state_changes([T0, T1], P.ONLINE, OfflineStrategy())
     assert isinstance(results[T0], Exception)

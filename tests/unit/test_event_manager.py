@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import pytest
 
@@ -14,7 +14,6 @@ from controller_core.event_manager import ControllerEventManager
 from controller_core.events import BrokerChange, ControlledShutdown, ControllerEvent, Expire, TopicChange
 
 
-@dataclass(frozen=True, eq=False)
 class Gate(ControllerEvent):
     """Blocks the event thread until released, so tests can queue events behind it."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import pytest
 
@@ -14,7 +14,6 @@ from controller_core.events import BrokerChange, ControllerEvent
 pytestmark = pytest.mark.unit
 
 
-@dataclass(frozen=True, eq=False)
 class Gate(ControllerEvent):
     """Blocks the event thread until released, so events queue behind it."""
 

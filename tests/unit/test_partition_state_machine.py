@@ -15,6 +15,7 @@ from controller_core.model import LeaderAndIsr, ReplicaAssignment, TopicPartitio
 from controller_core.ports import ZkCode
 from controller_core.states import PARTITION_VALID_PREVIOUS, PartitionState
 from scripts.support.fakes import Harness, make_harness
+from tests.support.store_faults import inject_store_fault
 
 pytestmark = pytest.mark.unit
 
@@ -259,16 +260,7 @@ def test_election_failures_are_per_partition_results(
 ) -> None:
     seed_led(h)
     h.ctx.remove_live_brokers([1])
-    if failure == "missing":
-        h.store.delete_state(T0)
-    elif failure == "corrupt":
-        h.store.corrupt(T0)
-    elif failure == "read_error":
-        h.store.read_errors[T0] = ZkCode.CONNECTION_LOSS
-    elif failure == "write_error":
-        h.store.write_errors[T0] = ZkCode.NO_NODE
-    else:
-        h.store.fail_next_read = TimeoutError("zk timeout")
+    inject_store_fault(h.store, T0, failure)
     results = h.psm.handle_state_changes([T0], P.ONLINE, OfflineStrategy())
     assert isinstance(results[T0], error_type)
     assert text in str(results[T0])

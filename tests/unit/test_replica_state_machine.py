@@ -6,9 +6,9 @@ import pytest
 
 from controller_core.errors import ControllerMovedError
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, ReplicaAssignment, TopicPartition
-from controller_core.ports import ZkCode
 from controller_core.states import REPLICA_VALID_PREVIOUS, PartitionState, ReplicaState
 from scripts.support.fakes import Harness, make_harness
+from tests.support.store_faults import STORE_FAULTS, inject_store_fault
 
 pytestmark = pytest.mark.unit
 
@@ -207,18 +207,9 @@ def test_isr_removal_accepts_an_equal_controller_epoch(h: Harness) -> None:
     assert h.ctx.replica_state(R2) is R.OFFLINE
 
 
-@pytest.mark.parametrize("failure", ["missing", "corrupt", "read_error", "write_error", "read_raises"])
+@pytest.mark.parametrize("failure", STORE_FAULTS)
 def test_isr_removal_failures_keep_the_replica_state(h: Harness, failure: str) -> None:
-    if failure == "missing":
-        h.store.delete_state(T0)
-    elif failure == "corrupt":
-        h.store.corrupt(T0)
-    elif failure == "read_error":
-        h.store.read_errors[T0] = ZkCode.CONNECTION_LOSS
-    elif failure == "write_error":
-        h.store.write_errors[T0] = ZkCode.NO_NODE
-    else:
-        h.store.fail_next_read = TimeoutError("zk timeout")
+    inject_store_fault(h.store, T0, failure)
     h.ctx.put_replica_state(R2, R.ONLINE)
     h.rsm.handle_state_changes([R2], R.OFFLINE)
     assert h.ctx.replica_state(R2) is R.ONLINE

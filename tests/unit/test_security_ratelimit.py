@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import redis
 
-from dashboard.security.middleware import _pool
+from dashboard.lib.redis_pools import pool
+from dashboard.security.middleware import REDIS_TIMEOUT_S
 from dashboard.security.ratelimit import Limit, RateLimiter, parse_limit
 
 
 def _down() -> redis.Redis:
     # The middleware's own client configuration, pointed at a port nobody listens on.
-    return redis.Redis(connection_pool=_pool("redis://127.0.0.1:1/0"))
+    return redis.Redis(connection_pool=pool("redis://127.0.0.1:1/0", REDIS_TIMEOUT_S, REDIS_TIMEOUT_S))
 
 
 @pytest.mark.parametrize(("text", "limit"), [("30/60", Limit(30, 60)), ("5", Limit(5, 60)), ("0", None), ("", None)])

@@ -32,6 +32,8 @@ def test_paths_are_classified_as_the_failover_reads_them() -> None:
     assert classify("/admin/preferred_replica_election") == Target(Kind.PREFERRED)
     ignored_paths = ["/brokers", "/brokers/ids", "/brokers/seqid", "/brokers/ids/x", "/admin", "/admin/delete_topics"]
     ignored_paths += ["/brokers/topics/orders/partitions", "/brokers/topics/orders/partitions/2"]
+    ignored_paths += ["/brokers/topics/orders/partitions/x/state", "/brokers/topics//partitions/2/state"]
+    ignored_paths += ["/brokers/topics/orders/partition/2/state", "/admin/topics/orders/partitions/2/state"]
     for ignored in ignored_paths:
         assert classify(ignored) is None, ignored
 

@@ -24,18 +24,20 @@ from controller_core.election import (
     PreferredStrategy,
     ReassignStrategy,
 )
+from controller_core.record_kinds import RecordKind
 from controller_core.states import PartitionState
 
 # --- record kinds and values the job interprets -------------------------------------------------
+# (plain strings, the controller's names: Spark expressions compare them as literals)
 
-KIND_ELECTION: Final = "election"
-KIND_PARTITION_TRANSITION: Final = "partition_transition"
-KIND_ISR_CHANGE: Final = "isr_change"
-KIND_FAILED_CHANGE: Final = "failed_change"
-KIND_FAILOVER: Final = "failover"
-KIND_REASSIGNMENT: Final = "reassignment"
-KIND_STATE_SNAPSHOT: Final = "state_snapshot"
-KIND_BROKER_CHANGE: Final = "broker_change"
+KIND_ELECTION: Final = RecordKind.ELECTION.value
+KIND_PARTITION_TRANSITION: Final = RecordKind.PARTITION_TRANSITION.value
+KIND_ISR_CHANGE: Final = RecordKind.ISR_CHANGE.value
+KIND_FAILED_CHANGE: Final = RecordKind.FAILED_CHANGE.value
+KIND_FAILOVER: Final = RecordKind.FAILOVER.value
+KIND_REASSIGNMENT: Final = RecordKind.REASSIGNMENT.value
+KIND_STATE_SNAPSHOT: Final = RecordKind.STATE_SNAPSHOT.value
+KIND_BROKER_CHANGE: Final = RecordKind.BROKER_CHANGE.value
 
 # Partition states and election strategies as the controller spells them in its records.
 STATE_ONLINE: Final = PartitionState.ONLINE.value

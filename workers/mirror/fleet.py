@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Unpack
 
 import redis
 from django.conf import settings
@@ -39,14 +39,11 @@ from django.conf import settings
 from dashboard.clusters import hosting, layout
 from dashboard.clusters.hosting import WorkerRecord
 from workers.hosting import (
-    EMPTY_REGISTRY_CONFIRM_S,
+    Fleet,
+    FleetOptions,
     Presence,
     Registered,
-    RegistryReads,
-    env_filter,
     least_loaded,
-    poll_registry,
-    worker_token,
 )
 from workers.mirror.host import ClusterMirror, default_publisher
 from workers.mirror.lease import RedisLease
@@ -80,66 +77,45 @@ class Stopping:
     warned: bool = False
 
 
-class MirrorFleet:
+class MirrorFleet(Fleet[ClusterMirror]):
     """The mirror role of one worker: ``start()`` returns at once, ``stop()`` stops every mirror."""
+
+    role = "mirror"
+    default_stop_timeout_s = 15.0
+    only_env = "MIRROR_CLUSTERS"
+    redis_timeout_s = 10.0
 
     def __init__(
         self,
         *,
-        redis_url: str | None = None,
         max_clusters: int | None = None,
-        only: tuple[str, ...] | None = None,
         lease_ttl_s: float | None = None,
-        poll_s: float | None = None,
-        token: str | None = None,
         publisher_factory: Callable[[], Publisher] = default_publisher,
         config_overrides: dict[str, object] | None = None,
-        stop_timeout_s: float = 15.0,
-        empty_registry_confirm_s: float | None = None,
+        **options: Unpack[FleetOptions],
     ) -> None:
-        self.redis_url = redis_url or settings.REDIS_URL
+        super().__init__(**options)
         self.max_clusters = max(0, max_clusters if max_clusters is not None else settings.MIRROR_MAX_CLUSTERS)
-        self.only = only if only is not None else env_filter("MIRROR_CLUSTERS")
         self.lease_ttl_s = float(lease_ttl_s if lease_ttl_s is not None else settings.MIRROR_LOCK_TTL_S)
-        self.poll_s = float(poll_s if poll_s is not None else settings.HOSTING_POLL_S)
-        self.token = token or worker_token()
         self.publisher_factory = publisher_factory
         self.config_overrides = config_overrides or {}
-        self.held: dict[str, ClusterMirror] = {}
         self.stopping: dict[str, Stopping] = {}
-        self.stop_timeout_s = stop_timeout_s
-        confirm = EMPTY_REGISTRY_CONFIRM_S if empty_registry_confirm_s is None else empty_registry_confirm_s
-        self._reads = RegistryReads(self.only, confirm)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_shed = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mirror-fleet", daemon=True)
-        self._thread.start()
-        filtered = f" (only {', '.join(self.only)})" if self.only else ""
-        logger.info("mirror fleet %s: up to %d clusters%s", self.token, self.max_clusters, filtered)
-
     def stop(self, timeout: float = 20.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        super().stop(timeout)
 
-    def _run(self) -> None:
-        client = redis.Redis.from_url(self.redis_url, socket_timeout=10, socket_connect_timeout=5)
-        presence = Presence(
-            client, "mirror", self.token, max_clusters=self.max_clusters, only=self.only, ttl_s=self.lease_ttl_s
+    def _describe(self) -> str:
+        return f"up to {self.max_clusters} clusters"
+
+    def _presence(self, client: redis.Redis) -> Presence:
+        return Presence(
+            client, self.role, self.token, max_clusters=self.max_clusters, only=self.only, ttl_s=self.lease_ttl_s
         )
-        poll_registry("mirror", self.token, self._stop, self.poll_s, client, presence, self.tick, self._stop_all)
 
-    def _stop_all(self) -> None:
-        for leader in self.held.values():
-            leader.signal_stop()
-        for leader in [*self.held.values(), *(s.leader for s in self.stopping.values())]:
-            leader.join(self.stop_timeout_s)
-        self.held.clear()
-        self.stopping.clear()
+    def _stopping_hosts(self) -> list[ClusterMirror]:
+        return [s.leader for s in self.stopping.values()]
 
     # -- one pass over the registry -------------------------------------------------------------
     def tick(self, client: redis.Redis, presence: Presence) -> None:

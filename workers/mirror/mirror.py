@@ -137,6 +137,9 @@ class Mirror(StateReads):
         self._state_watches: set[TopicPartition] = set()
         self._changed_reads: dict[TopicPartition, None] = {}
         self._watch_queue: dict[TopicPartition, None] = {}
+        # The zxid the queued watches are armed relative to: seen before the broker change that
+        # queued them was read, so a state written since (before the watch is armed) fires at once.
+        self._watch_since = 0
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -285,6 +288,7 @@ class Mirror(StateReads):
 
     def _load_brokers(self) -> None:
         before = self.state.live
+        seen = self.zk.last_zxid  # before the read: a state written after the broker change is newer
         self._refresh_queue.update(
             dict.fromkeys(self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True))
         )
@@ -299,7 +303,9 @@ class Mirror(StateReads):
             # Watch the ones left without a live leader soon, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
             # of them is then read first, whenever it comes. A chunk per loop turn, after the
-            # re-derivation that shows the failover (arming 20,000 watches takes a second or more).
+            # re-derivation that shows the failover (armed first, the failover's own leaderless
+            # writes fired 20,000 watches whose reads held that display back by seconds).
+            self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
             self._watch_queue.update(dict.fromkeys(partitions))
             self._reread(partitions)
             self._schedule_followups(partitions)

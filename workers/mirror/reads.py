@@ -66,6 +66,7 @@ class StateReads:
     _state_watches: set[TopicPartition]
     _changed_reads: dict[TopicPartition, None]
     _watch_queue: dict[TopicPartition, None]
+    _watch_since: int
 
     def _all_partitions(self) -> Iterable[TopicPartition]:
         for row in self.state.partitions.values():
@@ -180,8 +181,10 @@ class StateReads:
             partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
             for tp in partitions:
                 del watch_queue[tp]
-            # Relative to now: what changed before is covered by the broker change's queued re-read.
-            self._watch_unresolved(partitions, self.zk.last_zxid)
+            # Relative to the broker change, not to now: a leader written between the change and
+            # this arming is newer than that, so its watch fires at once (relative to now, it was
+            # missed until the next queued read, seconds later in a storm).
+            self._watch_unresolved(partitions, self._watch_since)
             return
         if self._pending_reads:
             pending = self._pending_reads

@@ -22,13 +22,14 @@ from typing import Any
 
 import redis
 
+from controller_core.record_kinds import RecordKind
 from dashboard.lib.redis_keys import state_change_stream_key
 from workers.mirror.events import StreamRecords
 
 logger = logging.getLogger(__name__)
 
-_SNAPSHOT_MARK = b'"kind":"state_snapshot"'
-_HEADER_KINDS = frozenset({"state_snapshot", "failover"})
+_SNAPSHOT_MARK = f'"kind":"{RecordKind.STATE_SNAPSHOT}"'.encode()
+_HEADER_KINDS = frozenset({RecordKind.STATE_SNAPSHOT, RecordKind.FAILOVER})
 
 
 class RecordGuard:

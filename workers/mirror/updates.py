@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller_core.model import TopicPartition
+from controller_core.record_kinds import RecordKind
 from dashboard.clusters import layout
 from dashboard.clusters.layout import PartitionRow
 from workers.mirror.aggregates import rederive
@@ -85,17 +86,17 @@ class StateUpdates:
         for rec in records:
             kind = rec.get("kind")
             try:
-                if kind in ("partition_transition", "election"):
+                if kind in (RecordKind.PARTITION_TRANSITION, RecordKind.ELECTION):
                     self._partition_record(rec, work, state_change=True)
-                elif kind == "isr_change":
+                elif kind == RecordKind.ISR_CHANGE:
                     self._partition_record(rec, work, state_change=False)
-                elif kind == "replica_transition":
+                elif kind == RecordKind.REPLICA_TRANSITION:
                     self._replica_record(rec, work)
-                elif kind == "state_snapshot":
+                elif kind == RecordKind.STATE_SNAPSHOT:
                     self._commit(work)
                     work = {}
                     self._apply_state_snapshot(rec)
-                elif kind == "failover":
+                elif kind == RecordKind.FAILOVER:
                     cid, epoch = rec.get("controller_id"), rec.get("controller_epoch")
                     if isinstance(cid, int) and isinstance(epoch, int):
                         self.set_controller(cid, epoch)

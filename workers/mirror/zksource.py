@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -32,6 +32,8 @@ from controller_core.model import BrokerRegistration, ReplicaAssignment, TopicPa
 from controller_core.zk import codecs, paths
 from controller_core.zk.multiread import MultiReader
 from workers.mirror.state import StateRead
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +154,7 @@ def read_min_isr(reader: MultiReader, topics: Sequence[str]) -> dict[str, int | 
         value: int | None = None
         if result.ok:
             try:
-                raw = codecs.decode_entity_config(result.data, f"/config/topics/{topic}").get(MIN_ISR_CONFIG)
+                raw = codecs.decode_entity_config(result.data, paths.topic_config_path(topic)).get(MIN_ISR_CONFIG)
                 value = int(raw) if raw is not None and raw.isdigit() else None
             except ValueError as exc:
                 logger.warning("unreadable config of topic %s: %s", topic, exc)
@@ -198,20 +200,30 @@ def read_admin(client: KazooClient, watch: Watch) -> dict[str, Any]:
     out: dict[str, Any] = {}
     children_watched(client, paths.ADMIN_PATH, watch)
     out["delete_topics"] = sorted(children_watched(client, paths.DELETE_TOPICS_PATH, watch))
-    got = get_watched(client, paths.REASSIGN_PARTITIONS_PATH, watch)
-    reassign: dict[TopicPartition, tuple[int, ...]] = {}
-    if got is not None:
-        try:
-            reassign = codecs.decode_reassignment(got[0])
-        except ValueError as exc:
-            logger.warning("unreadable %s: %s", paths.REASSIGN_PARTITIONS_PATH, exc)
-    out["reassign_partitions"] = reassign
-    got = get_watched(client, paths.PREFERRED_REPLICA_ELECTION_PATH, watch)
-    preferred: set[TopicPartition] = set()
-    if got is not None:
-        try:
-            preferred = codecs.decode_preferred_replica_election(got[0])
-        except ValueError as exc:
-            logger.warning("unreadable %s: %s", paths.PREFERRED_REPLICA_ELECTION_PATH, exc)
-    out["preferred_replica_election"] = preferred
+    no_reassignment: dict[TopicPartition, tuple[int, ...]] = {}
+    out["reassign_partitions"] = _decoded(
+        get_watched(client, paths.REASSIGN_PARTITIONS_PATH, watch),
+        codecs.decode_reassignment,
+        paths.REASSIGN_PARTITIONS_PATH,
+        no_reassignment,
+    )
+    no_election: set[TopicPartition] = set()
+    out["preferred_replica_election"] = _decoded(
+        get_watched(client, paths.PREFERRED_REPLICA_ELECTION_PATH, watch),
+        codecs.decode_preferred_replica_election,
+        paths.PREFERRED_REPLICA_ELECTION_PATH,
+        no_election,
+    )
     return out
+
+
+def _decoded(got: tuple[bytes, ZnodeStat] | None, decode: Callable[[bytes | None], T], path: str, empty: T) -> T:
+    """``decode`` an admin znode's data; ``empty`` when it is absent or unreadable (logged: the pages
+    show no pending request rather than the mirror stopping on one malformed znode)."""
+    if got is None:
+        return empty
+    try:
+        return decode(got[0])
+    except ValueError as exc:
+        logger.warning("unreadable %s: %s", path, exc)
+        return empty

@@ -9,7 +9,8 @@ controller does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from kazoo.exceptions import NodeExistsError
 
@@ -21,24 +22,36 @@ from controller_core.zk.store.engine import FencedMultiEngine
 from controller_core.zk.store.wire import CREATE, DELETE, SET, Op
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AdminZnodes(FencedMultiEngine):
     """``/admin/reassign_partitions``, ``/admin/preferred_replica_election``, ``/admin/delete_topics``."""
+
+    def _admin_request(self, path: str, decode: Callable[[bytes], T], empty: Callable[[], T]) -> T | None:
+        """An ``/admin`` request znode decoded; None when absent. Invalid JSON is logged and read as
+        an empty request (``empty()``), as Kafka's controller does, so it is deleted after handling."""
+        data = self._get_or_none(path)
+        if data is None:
+            return None
+        try:
+            return decode(data)
+        except ValueError as exc:
+            logger.warning("ignoring the invalid request in %s: %s", path, exc)
+            return empty()
+
+    def _delete_admin_request(self, path: str, expected_controller_epoch_zk_version: int) -> bool:
+        (outcome,) = self._fenced_write([Op(DELETE, path)], expected_controller_epoch_zk_version)
+        return self._deleted(outcome, path)
 
     def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]] | None:
         """``/admin/reassign_partitions`` as partition -> target replicas; None when absent.
 
         Invalid JSON is logged and read as an empty request, as Kafka's controller does.
         """
-        data = self._get_or_none(paths.REASSIGN_PARTITIONS_PATH)
-        if data is None:
-            return None
-        try:
-            return codecs.decode_reassignment(data)
-        except ValueError as exc:
-            logger.warning("ignoring invalid partition reassignment request: %s", exc)
-            return {}
+        return self._admin_request(
+            paths.REASSIGN_PARTITIONS_PATH, codecs.decode_reassignment, dict[TopicPartition, tuple[int, ...]]
+        )
 
     def set_partition_reassignment(
         self, reassignment: Mapping[TopicPartition, Sequence[int]], expected_controller_epoch_zk_version: int
@@ -57,10 +70,7 @@ class AdminZnodes(FencedMultiEngine):
 
     def delete_partition_reassignment(self, expected_controller_epoch_zk_version: int) -> bool:
         """Delete ``/admin/reassign_partitions``; fenced; False when it was already gone."""
-        (outcome,) = self._fenced_write(
-            [Op(DELETE, paths.REASSIGN_PARTITIONS_PATH)], expected_controller_epoch_zk_version
-        )
-        return self._deleted(outcome, paths.REASSIGN_PARTITIONS_PATH)
+        return self._delete_admin_request(paths.REASSIGN_PARTITIONS_PATH, expected_controller_epoch_zk_version)
 
     def create_partition_reassignment_request(self, reassignment: Mapping[TopicPartition, Sequence[int]]) -> None:
         """Write ``/admin/reassign_partitions`` as the legacy reassignment tool does (unfenced admin
@@ -77,21 +87,13 @@ class AdminZnodes(FencedMultiEngine):
     def get_preferred_replica_election(self) -> set[TopicPartition] | None:
         """Partitions named in ``/admin/preferred_replica_election``; None when absent (invalid JSON
         is logged and read as an empty set)."""
-        data = self._get_or_none(paths.PREFERRED_REPLICA_ELECTION_PATH)
-        if data is None:
-            return None
-        try:
-            return codecs.decode_preferred_replica_election(data)
-        except ValueError as exc:
-            logger.warning("ignoring invalid preferred replica election request: %s", exc)
-            return set()
+        return self._admin_request(
+            paths.PREFERRED_REPLICA_ELECTION_PATH, codecs.decode_preferred_replica_election, set[TopicPartition]
+        )
 
     def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> bool:
         """Delete ``/admin/preferred_replica_election``; fenced; False when it was already gone."""
-        (outcome,) = self._fenced_write(
-            [Op(DELETE, paths.PREFERRED_REPLICA_ELECTION_PATH)], expected_controller_epoch_zk_version
-        )
-        return self._deleted(outcome, paths.PREFERRED_REPLICA_ELECTION_PATH)
+        return self._delete_admin_request(paths.PREFERRED_REPLICA_ELECTION_PATH, expected_controller_epoch_zk_version)
 
     def create_preferred_replica_election_request(self, partitions: Iterable[TopicPartition]) -> None:
         """Write ``/admin/preferred_replica_election`` as Kafka's tool does (unfenced admin write).

@@ -19,6 +19,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from controller_core.zk import paths
 from controller_core.zk.history import HistoryRecorder, process_recorder
+from controller_core.zk.jute import INT
 from controller_core.zk.multiread import (
     DEFAULT_MAX_BATCH_BYTES,
     DataResult,
@@ -26,7 +27,7 @@ from controller_core.zk.multiread import (
     MultiReader,
     VersionedData,
 )
-from controller_core.zk.store.wire import DEFAULT_MAX_MULTI_BYTES, INT, StoreCounters, encode_string
+from controller_core.zk.store.wire import DEFAULT_MAX_MULTI_BYTES, StoreCounters, encode_string
 
 logger = logging.getLogger(__name__)
 

@@ -32,13 +32,12 @@ from controller_core.errors import ControllerMovedError, ZkOperationError
 from controller_core.pause_points import pause_point, pause_points_enabled
 from controller_core.ports import ZkCode
 from controller_core.zk import paths
+from controller_core.zk.jute import DONE, INT
 from controller_core.zk.store.base import StoreBase
 from controller_core.zk.store.wire import (
     CHECK,
     CREATE,
     DELETE,
-    DONE,
-    INT,
     PATH_HEADERS,
     REPLY_BYTES,
     SET,

@@ -8,7 +8,6 @@ These are the shapes both sides share; nothing here talks to ZooKeeper.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -27,6 +26,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 
 from controller_core.ports import ZkCode
+from controller_core.zk.jute import ERROR_OPCODE, INT, MULTI_HEADER, STAT, STAT_BYTES, PreparedRequest
 
 # Op kinds: ZooKeeper's own opcodes.
 CREATE: Final = 1
@@ -35,20 +35,16 @@ SET: Final = 5
 CHECK: Final = 13
 MULTI: Final = 14
 
-INT: Final = struct.Struct("!i")
-MULTI_HEADER: Final = struct.Struct("!iBi")
-STAT: Final = struct.Struct("!qqqqiiiqiiq")
 PATH_HEADERS: Final = {kind: MULTI_HEADER.pack(kind, 0, -1) for kind in (CREATE, DELETE, SET, CHECK)}
-DONE: Final = MULTI_HEADER.pack(-1, 1, -1)
 # What ZooKeeper's transaction log and quorum proposals add per op over the request bytes, so that a
 # batch that fits here also fits a follower's jute.maxbuffer.
 TXN_SLACK: Final = 24
 DEFAULT_MAX_MULTI_BYTES: Final = 128_000
 # Reply bytes per op (multi header + result); a create also echoes its path.
-REPLY_BYTES: Final = {CREATE: 13, DELETE: 9, SET: 9 + 68, CHECK: 9}
+REPLY_BYTES: Final = {CREATE: 13, DELETE: 9, SET: 9 + STAT_BYTES, CHECK: 9}
 
 
-class PreparedMulti:
+class PreparedMulti(PreparedRequest):
     """A ZooKeeper multi (OpCode 14) serialized on the caller's thread, which kazoo sends as it is.
 
     kazoo's own ``TransactionRequest`` normalises every path and serializes on its connection
@@ -60,14 +56,8 @@ class PreparedMulti:
     """
 
     type = MULTI
-    __slots__ = ("count", "payload")
-
-    def __init__(self, payload: bytes, count: int) -> None:
-        self.payload = payload
-        self.count = count
-
-    def serialize(self) -> bytes:
-        return self.payload
+    label = "Multi"
+    __slots__ = ()
 
     def deserialize(self, buffer: bytes, offset: int) -> list[Any]:
         results: list[Any] = []
@@ -87,15 +77,12 @@ class PreparedMulti:
                 offset += length
             elif op_type in (DELETE, CHECK):
                 append(True)
-            elif op_type == -1:
+            elif op_type == ERROR_OPCODE:
                 (code,) = INT.unpack_from(buffer, offset)
                 offset += 4
                 append(EXCEPTIONS[code]())
             else:
                 raise ValueError(f"unexpected op type {op_type} in a multi reply")
-
-    def __repr__(self) -> str:  # kazoo logs requests at DEBUG: keep it one short line
-        return f"Multi({self.count} ops, {len(self.payload)} bytes)"
 
 
 CODES: Final[Mapping[type[BaseException], ZkCode]] = {
