@@ -32,6 +32,7 @@ from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, ServiceSet, free_port
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from scripts.web_processes import bind_shared, spawn
+from workers.local_processes import terminate_all
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 CONTROLLER_EPOCH = 7
@@ -195,14 +196,7 @@ class LiveRig:
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
-        procs = [*self.web, *([self.mirror] if self.mirror is not None else [])]
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        terminate_all([*self.web, *([self.mirror] if self.mirror is not None else [])], timeout=15)
         for sock in self._sockets:
             sock.close()
         try:
