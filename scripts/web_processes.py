@@ -25,6 +25,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from workers.local_processes import terminate_all
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -62,18 +64,6 @@ def spawn(sock: socket.socket, env: dict[str, str] | None = None, log: Path | No
     )
 
 
-def stop_all(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
-    """Terminate every process still running, wait for each, and kill those that do not exit in ``timeout``."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2, help="daphne processes (default 2)")
@@ -105,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"web_processes: daphne {ended[0].pid} exited ({status}); stopping the others", file=sys.stderr)
             break
         time.sleep(0.5)
-    stop_all(procs)
+    terminate_all(procs, timeout=15)
     return status
 
 

@@ -31,7 +31,8 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, ServiceSet, free_port
 from scripts.support.kafka_layout import KafkaLayoutWriter
-from scripts.web_processes import bind_shared, spawn, stop_all
+from scripts.web_processes import bind_shared, spawn
+from workers.local_processes import terminate_all
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 CONTROLLER_EPOCH = 7
@@ -195,7 +196,7 @@ class LiveRig:
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
-        stop_all([*self.web, *([self.mirror] if self.mirror is not None else [])])
+        terminate_all([*self.web, *([self.mirror] if self.mirror is not None else [])], timeout=15)
         for sock in self._sockets:
             sock.close()
         try:
