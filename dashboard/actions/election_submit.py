@@ -23,7 +23,6 @@ from dashboard.clusters.models import Cluster
 logger = logging.getLogger(__name__)
 
 TASK_NAME: Final = "workers.actions.preferred_election"
-CATCH_UP_TASK_NAME: Final = "workers.catchup_election.run"
 MAX_REASON: Final = 2000
 MAX_KEY: Final = 100
 PARAM_FIELDS: Final = ("scope", "topic", "partition", "broker", "catch_up", "min_isr_s", "max_lag", "timeout_s")
@@ -182,9 +181,8 @@ def _preview_of(plan: Plan) -> dict[str, Any]:
 def _queue(action: Action) -> None:
     from dashboard.celery import app
 
-    task = CATCH_UP_TASK_NAME if (action.parameters or {}).get("catch_up") else TASK_NAME
-    try:
-        result = app.send_task(task, args=[action.pk])
+    try:  # the one task for every preferred election; it honours the action's catch-up option
+        result = app.send_task(TASK_NAME, args=[action.pk])
     except Exception as exc:
         Action.objects.filter(pk=action.pk).update(
             status=Action.Status.FAILED, error=f"could not queue the task: {exc}"

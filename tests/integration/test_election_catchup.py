@@ -24,7 +24,8 @@ from tests.integration.test_broker_harness import Agents
 from tests.integration.test_controller_zk import Candidates
 from tests.integration.test_reassign_controller import agents, candidates, no_tasks, operator
 from tests.support.zk import wait_for
-from workers.catchup_election import run
+from workers.actions import preferred_election
+from workers.catchup_election import run as legacy_catch_up_task
 
 __all__ = ["agents", "candidates", "no_tasks", "operator"]
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -69,6 +70,7 @@ def test_bad_catch_up_settings_are_refused_with_nothing_written(
         ("min_isr_s", -1, "must not be negative"),
         ("max_lag", -3, "must not be negative"),
         ("max_lag", 2.5, "whole number"),
+        ("max_lag", 0, "must be at least 1"),  # the lag must be *under* N: 0 could never pass
         ("min_isr_s", "soon", "must be a number"),
         ("timeout_s", 0, "timeout must be more than 0"),
         ("catch_up", "maybe", "true or false"),
@@ -103,11 +105,14 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     )  # fmt: skip
     assert response.status_code == 201, response.content
     action_id = response.json()["id"]
-    assert no_tasks == [("workers.catchup_election.run", [action_id])]
+    # the preferred election's one task, which honours the option the action carries
+    assert no_tasks == [("workers.actions.preferred_election", [action_id])]
 
     joined: list[float] = []
     result: list[str] = []
-    worker = threading.Thread(target=lambda: result.append(run.run(action_id, connect=zk_chroot, poll_s=0.3)))
+    worker = threading.Thread(
+        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
+    )
     worker.start()
     # Only ZooKeeper is watched while the task runs: a read of the action here could meet the task's
     # write in the test's shared-cache SQLite ("database table is locked") and fail the task itself.
@@ -142,11 +147,12 @@ def test_an_election_that_cannot_catch_up_times_out_and_says_why(
     response = operator.post(
         API,
         json.dumps({"scope": "imbalanced", "reason": "strict", "catch_up": True,
-                    "min_isr_s": 3600, "max_lag": 0, "timeout_s": 3}),
+                    "min_isr_s": 3600, "max_lag": 1, "timeout_s": 3}),
         content_type="application/json",
     )  # fmt: skip
     action_id = response.json()["id"]
-    assert run.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
+    # sent under the task name of earlier releases: still runs the catch-up election
+    assert legacy_catch_up_task.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
     action = Action.objects.get(pk=action_id)
     assert action.error.startswith("timed out after 3 s waiting for catch-up; 1 partition(s) not moved (orders-0:")
     assert state(zk)[0] == 2  # nothing moved
