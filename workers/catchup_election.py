@@ -114,7 +114,12 @@ def run_catch_up(
             preferred = int(rows[tp]["preferred"])
             condition = conditions.get(tp, election_catchup.Condition((), None, None))
             if condition.isr and _leader_is(condition, tp, store, preferred):
-                done[_name(tp)] = {**_entry(tp, preferred, preferred), "outcome": "already preferred"}
+                # Led by its preferred replica without this election: it was so from the start, or
+                # something else moved it while this one waited (the auto leader rebalance, another action).
+                result = "already preferred"
+                if _name(tp) in last_why:
+                    result += f" (moved by another election while this one waited: {last_why[_name(tp)]})"
+                done[_name(tp)] = {**_entry(tp, preferred, preferred), "outcome": result}
                 continue
             why = election_catchup.assess(preferred, condition, catch_up)
             if why:

@@ -159,7 +159,9 @@
         const of = n.leader_log_end_offset ? " (" + n.log_end_offset + "/" + n.leader_log_end_offset + ")" : "";
         const copied = n.copied_bytes === null || n.copied_bytes === undefined ? "" : ", copied " + fmtBytes(n.copied_bytes);
         const rate = n.copy_rate_bytes_s === null || n.copy_rate_bytes_s === undefined ? "" : " at " + fmtBytes(n.copy_rate_bytes_s) + "/s";
-        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + copied + rate + ", ETA " + fmtEta(n.eta_s);
+        const eta = n.eta_s === null && typeof n.rate === "number" && n.rate <= 0
+          ? "not catching up (lag growing)" : "ETA " + fmtEta(n.eta_s);
+        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + copied + rate + ", " + eta;
       });
       tr.append(cell(parts.join(" · ")));
       body.append(tr);

@@ -158,6 +158,36 @@ def test_an_election_that_cannot_catch_up_times_out_and_says_why(
     assert state(zk)[0] == 2  # nothing moved
 
 
+@pytest.mark.django_db(transaction=True)  # the task runs in a thread: its connection must see the action
+def test_a_waiting_election_says_when_another_election_moved_the_partition(
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
+) -> None:
+    """While it waits (T = an hour), a plain preferred election (as the auto rebalance does) moves
+    orders-0: the waiting one finishes by itself and names what happened instead of a bare
+    "already preferred"."""
+    leader_moved_away(zk, zk_chroot, agents, candidates)
+    response = operator.post(
+        API,
+        json.dumps({"scope": "imbalanced", "reason": "warm only", "catch_up": True,
+                    "min_isr_s": 3600, "max_lag": 100000, "timeout_s": 60}),
+        content_type="application/json",
+    )  # fmt: skip
+    action_id = response.json()["id"]
+    result: list[str] = []
+    worker = threading.Thread(
+        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
+    )
+    worker.start()
+    time.sleep(1.5)  # it has seen orders-0 wait
+    wait_for(lambda: 1 in state(zk)[1], timeout=30, what="broker 1 back in the ISR")
+    ZkStore(zk).create_preferred_replica_election_request([T0])
+    worker.join(timeout=60)
+    assert result == ["succeeded"]
+    (entry,) = Action.objects.get(pk=action_id).outcome["elected"].values()
+    assert entry["outcome"].startswith("already preferred (moved by another election while this one waited: ")
+    assert "of the 3600 s required" in entry["outcome"] or "not in the ISR" in entry["outcome"]
+
+
 def test_the_auto_rebalance_waits_for_the_preferred_replica_to_be_warm(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
