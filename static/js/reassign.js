@@ -79,6 +79,11 @@
     return (s / 3600).toFixed(1) + " h";
   }
 
+  function fmtTime(iso) {
+    // "2026-11-27T07:15:38.853449+00:00" -> "2026-11-27 07:15:38 UTC"
+    return typeof iso === "string" && iso.length >= 19 ? iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC" : String(iso);
+  }
+
   function fmtBytes(n) {
     if (n < 1000) return n + " B";
     if (n < 1e6) return (n / 1e3).toFixed(1) + " kB";
@@ -102,7 +107,7 @@
       events.replaceChildren();
       for (const e of t.events || []) {
         const li = document.createElement("li");
-        li.textContent = e.time + ": " + e.op + (e.bytes_per_s ? " to " + e.bytes_per_s + " bytes/s" : "") +
+        li.textContent = fmtTime(e.time) + ": " + e.op + (e.bytes_per_s ? " to " + e.bytes_per_s + " bytes/s" : "") +
           " by " + e.user + (e.reason ? ": " + e.reason : "");
         events.append(li);
       }
@@ -134,7 +139,12 @@
     document.getElementById("summary").textContent =
       "· " + Object.keys(counts).sort().map((k) => counts[k] + " " + k).join(", ") + " of " + progress.total;
     const running = doc.status === "running";
-    document.getElementById("eta").textContent = running && !progress.done ? "· ETA " + fmtEta(progress.eta_s) : "";
+    let eta = "· ETA " + fmtEta(progress.eta_s);
+    if (progress.eta_s === null || progress.eta_s === undefined) {
+      const stuck = rows.flatMap((r) => r.new_replicas || []).filter((n) => typeof n.rate === "number" && n.rate <= 0);
+      if (stuck.length) eta += " (" + stuck.length + " new replica(s) not catching up at this rate: raise the throttle?)";
+    }
+    document.getElementById("eta").textContent = running && !progress.done ? eta : "";
     const body = document.querySelector("#progress-table tbody");
     body.replaceChildren();
     for (const r of rows) {
