@@ -42,6 +42,14 @@ def state(zk: KazooClient) -> tuple[int, tuple[int, ...]]:
     return read.state.leader_and_isr.leader, tuple(read.state.leader_and_isr.isr)
 
 
+def submit_catch_up(operator: Client, reason: str, **option: float) -> int:
+    """Submit an imbalanced-scope election that waits for catch-up (``option``: T, N, timeout)."""
+    body = {"scope": "imbalanced", "reason": reason, "catch_up": True, **option}
+    response = operator.post(API, json.dumps(body), content_type="application/json")
+    assert response.status_code == 201, response.content
+    return int(response.json()["id"])
+
+
 def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates) -> None:
     """orders-0 on [1, 2], its preferred replica 1 paused until its session expires: 2 leads, and
     broker 1 comes back far behind."""
@@ -144,13 +152,7 @@ def test_an_election_that_cannot_catch_up_times_out_and_says_why(
     zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, no_tasks: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
-    response = operator.post(
-        API,
-        json.dumps({"scope": "imbalanced", "reason": "strict", "catch_up": True,
-                    "min_isr_s": 3600, "max_lag": 1, "timeout_s": 3}),
-        content_type="application/json",
-    )  # fmt: skip
-    action_id = response.json()["id"]
+    action_id = submit_catch_up(operator, "strict", min_isr_s=3600, max_lag=1, timeout_s=3)
     # sent under the task name of earlier releases: still runs the catch-up election
     assert legacy_catch_up_task.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
     action = Action.objects.get(pk=action_id)
@@ -166,13 +168,7 @@ def test_a_waiting_election_says_when_another_election_moved_the_partition(
     orders-0: the waiting one finishes by itself and names what happened instead of a bare
     "already preferred"."""
     leader_moved_away(zk, zk_chroot, agents, candidates)
-    response = operator.post(
-        API,
-        json.dumps({"scope": "imbalanced", "reason": "warm only", "catch_up": True,
-                    "min_isr_s": 3600, "max_lag": 100000, "timeout_s": 60}),
-        content_type="application/json",
-    )  # fmt: skip
-    action_id = response.json()["id"]
+    action_id = submit_catch_up(operator, "warm only", min_isr_s=3600, max_lag=100000, timeout_s=60)
     result: list[str] = []
     worker = threading.Thread(
         target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))

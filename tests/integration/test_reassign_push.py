@@ -13,11 +13,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
-from django.test import Client
 
 from dashboard.actions import reassign_push, reassign_service
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
+from tests.integration.test_live_consumers import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,18 +60,12 @@ def viewer(django_user_model: type[User]) -> User:
     return django_user_model.objects.create_user("vera", password="correct horse battery")
 
 
-def _cookie(user: User) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}".encode()
-
-
 async def _socket(path: str, user: User | None) -> WebsocketCommunicator:
     from dashboard.asgi import application
 
     headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     if user is not None:
-        headers.append((b"cookie", await sync_to_async(_cookie)(user)))
+        headers.append((b"cookie", await sync_to_async(session_cookie)(user)))
     return WebsocketCommunicator(application, path, headers=headers)
 
 
