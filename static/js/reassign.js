@@ -99,6 +99,8 @@
     const t = doc.throttle;
     if (!t) now.textContent = "none";
     else if (t.state === "removed") now.textContent = "removed";
+    else if (t.plan && Array.isArray(t.plan.brokers) && t.plan.brokers.length === 0)
+      now.textContent = fmtBytes(t.bytes_per_s) + "/s per broker (nothing to copy: no broker throttled)";
     else now.textContent = fmtBytes(t.bytes_per_s) + "/s per broker (" + t.state + ")";
     const byBroker = (doc.progress || {}).copy_rate_by_broker || {};
     const parts = Object.keys(byBroker).map((b) => "broker " + b + ": " + fmtBytes(byBroker[b]) + "/s");
