@@ -117,6 +117,7 @@ def build_children(args: argparse.Namespace, env: dict[str, str]) -> list[Child]
             WORKER_ROLES="controller,mirror",
             CONTROLLER_ID=str(controller_id),
             CONTROLLER_REBALANCE_INTERVAL_S=str(args.rebalance_interval),
+            CONTROLLER_REBALANCE_MIN_ISR_S=str(args.rebalance_min_isr),
         )
         children.append(
             Child(
@@ -158,6 +159,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=5, help="demo broker agents to run (0: none)")
     parser.add_argument(
         "--rebalance-interval", type=int, default=30, help="leader.imbalance.check.interval.seconds for the demo"
+    )
+    parser.add_argument(
+        "--rebalance-min-isr",
+        type=int,
+        default=30,
+        help="the demo's auto rebalance moves leadership back only to a preferred replica in an unchanged ISR this "
+        "many seconds (0: at once, as Kafka does; CONTROLLER_REBALANCE_MIN_ISR_S)",
     )
     args = parser.parse_args(argv)
 

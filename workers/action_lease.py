@@ -248,7 +248,6 @@ def requeue_stalled(send: Callable[[str, int], object], grace_s: float | None = 
             continue
         note_delivery(action.pk, placeholder, f"re-queued: the lease of {action.lease_owner} expired unrenewed")
         logger.warning("action #%s: its holder %s stopped renewing; re-queued", action.pk, action.lease_owner)
-        catch_up = action.kind == Action.Kind.PREFERRED_ELECTION and (action.parameters or {}).get("catch_up")
-        send("workers.catchup_election.run" if catch_up else TASK_OF_KIND[Action.Kind(action.kind)], action.pk)
+        send(TASK_OF_KIND[Action.Kind(action.kind)], action.pk)
         sent.append(action.pk)
     return sent

@@ -216,16 +216,25 @@ def _connect(connect: str, timeout: float = 10.0) -> KazooClient:
 
 @shared_task(name="workers.actions.preferred_election")
 def preferred_election(
-    action_id: int, batch_size: int = DEFAULT_BATCH_SIZE, wait_s: float = DEFAULT_WAIT_S, connect: str | None = None
+    action_id: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    wait_s: float = DEFAULT_WAIT_S,
+    connect: str | None = None,
+    poll_s: float = 1.0,
 ) -> str:
     """Run the queued preferred election ``action_id``; returns its final status. ``connect``
     overrides the cluster's ZooKeeper connect string (tests).
+
+    The one task behind every way of starting a preferred election (page, API, a re-queued or
+    hand-sent task): an action submitted with the catch-up option (``parameters["catch_up"]``) waits
+    for its preferred replicas to catch up (``workers.catchup_election.run_catch_up``, checking every
+    ``poll_s``), any other is written in batches (``run_preferred_election``).
 
     ``acks_late`` redelivers the task when a worker dies mid-task, and the Redis transport redelivers
     one that outlives its visibility timeout while the first copy still runs: every start counts in
     ``Action.attempts``, and only the copy holding the run lease acts (``begin_run``). A finished
     action is never run again; one whose holder died is taken over once its lease expires and resumes
-    from its journal (``run_preferred_election``), so each batch is requested once.
+    from its journal, so each batch (each partition, with catch-up) is requested once.
     """
     lease = begin_run(action_id, FINAL)
     if lease is None:
@@ -233,15 +242,16 @@ def preferred_election(
     with lease:
         action = Action.objects.get(pk=action_id)
         try:
-            return _run_leased(action, batch_size, wait_s, connect)
+            return _run_leased(action, batch_size, wait_s, connect, poll_s)
         except LeaseLost as exc:  # taken over after this copy's lease expired: the new holder finishes
             logger.warning("preferred election #%s: %s; stopping without writing", action_id, exc)
             return status_of(action_id)
 
 
-def _run_leased(action: Action, batch_size: int, wait_s: float, connect: str | None) -> str:
+def _run_leased(action: Action, batch_size: int, wait_s: float, connect: str | None, poll_s: float) -> str:
     """The task's body, run by the lease holder; every row write is fenced by ``action.lease_owner``."""
     from dashboard.clusters.models import Cluster
+    from workers.catchup_election import run_catch_up
 
     started = action.started or timezone.now()
     running = Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner)
@@ -254,7 +264,10 @@ def _run_leased(action: Action, batch_size: int, wait_s: float, connect: str | N
         if connect is None:
             connect = Cluster.objects.get(name=action.cluster).zookeeper_connect
         client = _connect(connect)
-        run_preferred_election(action, ZkStore(client), batch_size=batch_size, wait_s=wait_s)
+        if (action.parameters or {}).get("catch_up"):
+            run_catch_up(action, ZkStore(client), poll_s=poll_s)
+        else:
+            run_preferred_election(action, ZkStore(client), batch_size=batch_size, wait_s=wait_s)
     except LeaseLost:
         raise
     except Exception as exc:

@@ -1,18 +1,19 @@
-"""Celery task: a preferred election that waits for catch-up (issue #29, item 4).
+"""A preferred election that waits for catch-up (issue #29, item 4).
 
-``workers.catchup_election.run`` carries out a preferred-election action submitted with the catch-up
-option (``dashboard.actions.election_catchup``). Every ``poll_s`` it reads each remaining partition's
-ISR, how long its state znode has been unchanged and its preferred replica's lag, writes
+``run_catch_up``, run by the preferred election's task ``workers.actions.preferred_election``,
+carries out a preferred-election action submitted with the catch-up option
+(``dashboard.actions.election_catchup``). Every ``poll_s`` it reads each remaining partition's ISR,
+how long its state znode has been unchanged and its preferred replica's lag, writes
 ``/admin/preferred_replica_election`` (Kafka's format) for those that are ready, waits for the
 controller to consume it, and records per partition what happened; the rest keep waiting, each with
 its reason in ``outcome["waiting"]`` (shown live on the action page). It finishes by itself when no
 partition is left (*succeeded*, or *partial* when some could not be elected), or after the option's
 timeout (*partial* or *failed*, naming what still waited and why).
 
-Exactly once under redelivery and concurrent copies, like ``workers.actions.preferred_election``:
-only the copy holding the action's run lease acts and its writes are fenced by it; a partition is
-marked *submitted* in the committed outcome before its request is written, so a later copy never
-requests it again (it reads whether its preferred replica leads instead).
+Exactly once under redelivery and concurrent copies: only the copy holding the action's run lease
+acts (the task takes it) and its writes are fenced by it; a partition is marked *submitted* in the
+committed outcome before its request is written, so a later copy never requests it again (it reads
+whether its preferred replica leads instead).
 """
 
 from __future__ import annotations
@@ -23,16 +24,14 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from celery import shared_task
-from django.utils import timezone
 
 from controller_core.errors import ZkOperationError
 from controller_core.model import TopicPartition
 from controller_core.zk.store import ZkStore
 from dashboard.actions import election_catchup
-from dashboard.actions.zk import cluster_store
 from dashboard.audit import movement as movement_audit
 from dashboard.audit.models import Action
-from workers.action_lease import LeaseLost, begin_run, status_of
+from workers.action_lease import LeaseLost
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +114,12 @@ def run_catch_up(
             preferred = int(rows[tp]["preferred"])
             condition = conditions.get(tp, election_catchup.Condition((), None, None))
             if condition.isr and _leader_is(condition, tp, store, preferred):
-                done[_name(tp)] = {**_entry(tp, preferred, preferred), "outcome": "already preferred"}
+                # Led by its preferred replica without this election: it was so from the start, or
+                # something else moved it while this one waited (the auto leader rebalance, another action).
+                result = "already preferred"
+                if _name(tp) in last_why:
+                    result += f" (moved by another election while this one waited: {last_why[_name(tp)]})"
+                done[_name(tp)] = {**_entry(tp, preferred, preferred), "outcome": result}
                 continue
             why = election_catchup.assess(preferred, condition, catch_up)
             if why:
@@ -182,45 +186,8 @@ def _leader_is(condition: election_catchup.Condition, tp: TopicPartition, store:
 
 @shared_task(name="workers.catchup_election.run")
 def run(action_id: int, connect: str | None = None, poll_s: float = 1.0) -> str:
-    """Run the queued catch-up election ``action_id`` to its end; returns its final status."""
-    lease = begin_run(action_id, FINAL)
-    if lease is None:
-        return status_of(action_id)
-    with lease:
-        action = Action.objects.get(pk=action_id)
-        try:
-            return _run_leased(action, connect, poll_s)
-        except LeaseLost as exc:
-            logger.warning("catch-up election #%s: %s; stopping without writing", action_id, exc)
-            return status_of(action_id)
+    """The task name earlier releases sent for catch-up elections, kept so a message still queued
+    under it runs: the same as ``workers.actions.preferred_election``, which honours the option."""
+    from workers.actions import preferred_election
 
-
-def _run_leased(action: Action, connect: str | None, poll_s: float) -> str:
-    from dashboard.clusters.models import Cluster
-
-    started = action.started or timezone.now()
-    if not Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner).update(
-        status=Action.Status.RUNNING, started=started
-    ):
-        raise LeaseLost(f"action #{action.pk}: the run lease was taken over before it started")
-    action.started = started
-    action.status = Action.Status.RUNNING
-    try:
-        if connect is None:
-            connect = str(Cluster.objects.get(name=action.cluster).zookeeper_connect)
-        with cluster_store(connect) as store:
-            run_catch_up(action, store, poll_s=poll_s)
-    except LeaseLost:
-        raise
-    except Exception as exc:
-        logger.exception("catch-up election #%s failed", action.pk)
-        action.status = Action.Status.FAILED
-        action.error = f"{exc.__class__.__name__}: {exc}"
-    action.finished = timezone.now()
-    action.duration_ms = int((action.finished - started).total_seconds() * 1000)
-    fields = ("status", "error", "outcome", "controller_epoch", "finished", "duration_ms")
-    if not Action.objects.filter(pk=action.pk, lease_owner=action.lease_owner).update(
-        **{f: getattr(action, f) for f in fields}, lease_owner="", lease_until=None
-    ):
-        raise LeaseLost(f"action #{action.pk}: the run lease was taken over before the outcome was recorded")
-    return str(action.status)
+    return str(preferred_election.run(action_id, connect=connect, poll_s=poll_s))

@@ -14,9 +14,11 @@ lease period and, while the holder keeps renewing, leaves the action alone (note
 ``Action.deliveries``). Every write of the holder is fenced by its lease, and as a last line the znode
 is created, never overwritten, so a loser would find its own request there.
 
-``workers.reassign.monitor``: refresh a running reassignment's progress into its outcome every few
-seconds and record its completion; re-queues itself while the reassignment runs (the progress page
-does the same on every poll, so completion is recorded by whichever comes first). It takes no lease:
+``workers.reassign.monitor``: refresh a running reassignment's progress into its outcome every
+``MONITOR_INTERVAL_S``, push it to the open progress pages (``reassign_service.push``: the pages update
+over their WebSocket, without polling) and record its completion; re-queues itself while the
+reassignment runs (the progress page's fallback poll, used only while its socket is down, does the
+same, so completion is recorded by whichever comes first). The execute and cancel tasks push too. It takes no lease:
 it has no effect outside the database, its writes are a progress snapshot read from ZooKeeper and a
 completion recorded once by a conditional update (``status = running``), exactly what the progress
 page does unleased on every poll.
@@ -54,7 +56,7 @@ from controller_core.reassign_plan import to_kafka_json, validate
 from controller_core.zk.store import ZkStore
 from dashboard.actions import reassign_throttle
 from dashboard.actions.reassign_cluster import read_assignments, read_cluster_view, read_controller_endpoint
-from dashboard.actions.reassign_service import refresh, requested_of
+from dashboard.actions.reassign_service import push, refresh, requested_of
 from dashboard.actions.zk import cluster_store
 from dashboard.audit import movement as movement_audit
 from dashboard.audit.models import Action
@@ -62,7 +64,7 @@ from workers.action_lease import LeaseLost, RunLease, begin_run, status_of
 
 logger = logging.getLogger(__name__)
 
-MONITOR_INTERVAL_S: Final = 2.0
+MONITOR_INTERVAL_S: Final = 1.0
 MONITOR_MAX_AGE_S: Final = 7 * 24 * 3600.0
 MAX_RETRIES: Final = 5
 CONTROLLER_TIMEOUT_S: Final = 70.0
@@ -236,23 +238,47 @@ def _run_leased(action_id: int, what: str, body: Callable[[Action], str]) -> tup
 
 
 def _execute_leased(task: Any, action: Action, connect: str | None) -> str:
-    """The task's body, run by the lease holder. A failure before the write is retried (the retry is a
-    new delivery that claims the lease again); ``LeaseLost`` goes up untouched, as it must not write."""
+    """The task's body, run by the lease holder: write, then push the first progress. A written
+    reassignment that meets a failure stays running: the monitor records its end."""
+
+    def body(store: ZkStore) -> None:
+        run_execute(action, store)
+        push(action, refresh(action, store) if action.status == Action.Status.RUNNING else None)
+
+    _on_cluster(task, action, connect, "reassignment", body, committed="written", countdown=5, fail_committed=False)
+    return str(action.status)
+
+
+def _on_cluster(
+    task: Any,
+    action: Action,
+    connect: str | None,
+    what: str,
+    body: Callable[[ZkStore], object],
+    *,
+    committed: str,
+    countdown: float,
+    fail_committed: bool,
+) -> None:
+    """Run ``body`` with a session on the action's cluster, as the lease holder.
+
+    A failure while ``outcome[committed]`` is unset (nothing irreversible done yet) is retried: the
+    retry is a new delivery that claims the lease again and reconciles with ZooKeeper, so what went
+    through is never repeated. After the last retry the action fails; once committed it fails only
+    with ``fail_committed``. ``LeaseLost`` goes up untouched, as the copy must not write.
+    """
     try:
         with cluster_store(_connect_string(action, connect)) as store:
-            run_execute(action, store)
-            if action.status == Action.Status.RUNNING:
-                refresh(action, store)
+            body(store)
     except LeaseLost:
         raise
     except Exception as exc:
-        logger.warning("reassignment #%s: %s", action.pk, exc)
-        if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("written"):
-            # a retry reconciles with the znode: a write that went through is never repeated
-            raise task.retry(exc=exc, countdown=5) from exc
-        if not (action.outcome or {}).get("written"):
+        logger.warning("%s #%s: %s", what, action.pk, exc)
+        done = bool((action.outcome or {}).get(committed))
+        if task.request.retries < MAX_RETRIES and not done:
+            raise task.retry(exc=exc, countdown=countdown) from exc
+        if fail_committed or not done:
             _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
-    return str(action.status)
 
 
 @shared_task(name="workers.reassign.monitor")
@@ -263,7 +289,8 @@ def monitor(action_id: int, connect: str | None = None) -> str:
         return str(action.status)
     try:
         with cluster_store(_connect_string(action, connect)) as store:
-            refresh(action, store)
+            progress = refresh(action, store)
+        push(action, progress)
     except Exception as exc:
         logger.warning("monitor of reassignment #%s: %s", action_id, exc)
     started: datetime | None = action.started
@@ -348,7 +375,7 @@ def run_cancel(action: Action, store: ZkStore) -> Action:
         _finish(action, Action.Status.PARTIAL if ok else Action.Status.FAILED, "some partitions were not cancelled")
     target.refresh_from_db()
     if target.status == Action.Status.RUNNING:
-        refresh(target, store)
+        push(target, refresh(target, store))
     return action
 
 
@@ -365,16 +392,10 @@ def cancel(self: Any, action_id: int, connect: str | None = None) -> str:
 
 def _cancel_leased(task: Any, action: Action, connect: str | None) -> None:
     """The task's body, run by the lease holder; retried only while nothing was sent."""
-    try:
-        with cluster_store(_connect_string(action, connect)) as store:
-            run_cancel(action, store)
-    except LeaseLost:
-        raise
-    except Exception as exc:
-        logger.warning("cancel #%s: %s", action.pk, exc)
-        if task.request.retries < MAX_RETRIES and not (action.outcome or {}).get("sent"):
-            raise task.retry(exc=exc, countdown=2) from exc
-        _finish(action, Action.Status.FAILED, f"{exc.__class__.__name__}: {exc}")
+    _on_cluster(
+        task, action, connect, "cancel", lambda store: run_cancel(action, store), committed="sent", countdown=2,
+        fail_committed=True,
+    )  # fmt: skip
 
 
 @shared_task(name="workers.reassign.remove_orphan_throttles")

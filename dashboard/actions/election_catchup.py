@@ -5,7 +5,8 @@ of producers and consumers. With the option on, a partition's leadership moves o
 preferred replica
 
 * has been in the ISR for at least ``min_isr_s`` seconds, and
-* is at most ``max_lag`` messages behind the leader.
+* is fewer than ``max_lag`` messages behind the leader (the issue's "lag under N": strictly under, so
+  ``max_lag`` must be at least 1, and ``max_lag`` = 1 means fully caught up).
 
 How long: the partition's state znode (``/brokers/topics/<t>/partitions/<p>/state``) is rewritten on
 every ISR or leader change, so "in the ISR and the znode unchanged for T s" means "in the ISR for at
@@ -39,8 +40,8 @@ MAX_TIMEOUT_S: Final = 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class CatchUp:
-    """The option: wait until the preferred replica is in the ISR ``min_isr_s`` and ``max_lag`` behind
-    at most, giving up after ``timeout_s``."""
+    """The option: wait until the preferred replica is in the ISR ``min_isr_s`` and fewer than
+    ``max_lag`` messages behind (``max_lag`` >= 1), giving up after ``timeout_s``."""
 
     min_isr_s: float
     max_lag: int
@@ -51,7 +52,7 @@ class CatchUp:
 
     def describe(self) -> str:
         return (
-            f"wait until the preferred replica has been in the ISR for {self.min_isr_s:g} s and is at most "
+            f"wait until the preferred replica has been in the ISR for {self.min_isr_s:g} s and is fewer than "
             f"{self.max_lag} messages behind (giving up after {self.timeout_s:g} s)"
         )
 
@@ -87,6 +88,11 @@ def parse(data: Mapping[str, Any]) -> CatchUp | None:
         raise ValueError(f"catch_up must be true or false, got {flag!r}")
     min_isr_s = _number(data, "min_isr_s", "the time in the ISR (min_isr_s, seconds)", whole=False)
     max_lag = int(_number(data, "max_lag", "the lag (max_lag, messages)", whole=True))
+    if max_lag < 1:
+        raise ValueError(
+            f"the lag (max_lag, messages) must be at least 1: the lag must be under it, and 1 means fully "
+            f"caught up; got {max_lag}"
+        )
     timeout_s = _number(data, "timeout_s", "the timeout (timeout_s, seconds)", whole=False, default=DEFAULT_TIMEOUT_S)
     if timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:
         raise ValueError(f"the timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s, got {timeout_s:g}")
@@ -115,8 +121,8 @@ def assess(preferred: int, condition: Condition, catch_up: CatchUp) -> str:
         )
     if condition.lag is None:
         return f"the lag of replica {preferred} is unknown (the leader's broker agent did not answer)"
-    if condition.lag > catch_up.max_lag:
-        return f"replica {preferred} is {condition.lag} messages behind the leader (at most {catch_up.max_lag} allowed)"
+    if condition.lag >= catch_up.max_lag:
+        return f"replica {preferred} is {condition.lag} messages behind the leader (must be under {catch_up.max_lag})"
     return ""
 
 

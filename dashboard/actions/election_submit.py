@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from dashboard.actions import election_catchup
 from dashboard.actions.election import Plan, Scope, parse_scope, read_plan
-from dashboard.actions.idempotency import serialized_for
+from dashboard.actions.idempotency import create_first, first_with_key
 from dashboard.actions.zk import cluster_store
 from dashboard.audit.models import Action
 from dashboard.clusters.models import Cluster
@@ -23,11 +23,9 @@ from dashboard.clusters.models import Cluster
 logger = logging.getLogger(__name__)
 
 TASK_NAME: Final = "workers.actions.preferred_election"
-CATCH_UP_TASK_NAME: Final = "workers.catchup_election.run"
 MAX_REASON: Final = 2000
 MAX_KEY: Final = 100
 PARAM_FIELDS: Final = ("scope", "topic", "partition", "broker", "catch_up", "min_isr_s", "max_lag", "timeout_s")
-DUPLICATE: Final = "duplicate of action"
 
 
 class ZooKeeperUnavailable(Exception):
@@ -86,20 +84,6 @@ def clean_key(raw: Any) -> str:
     return key
 
 
-def replay_of(user: Any, key: str) -> Action | None:
-    """The first action this user submitted with ``key``, even a rejected one (docs/api.md): a
-    retry gets the first answer. A request refused because ZooKeeper was unreachable keeps no key,
-    so retrying it later with the same key runs it."""
-    if not key or not getattr(user, "is_authenticated", False):
-        return None
-    return (
-        Action.objects.filter(user=user, idempotency_key=key, kind=Action.Kind.PREFERRED_ELECTION)
-        .exclude(error__startswith=DUPLICATE)
-        .order_by("id")
-        .first()
-    )
-
-
 def reject(user: Any, cluster: str, params: Mapping[str, Any], reason: str, error: str, key: str = "") -> Action:
     return Action.objects.create(
         user=user if getattr(user, "is_authenticated", False) else None,
@@ -123,7 +107,7 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
     except ValueError as exc:
         reject(user, cluster.name, params, reason[:MAX_REASON], str(exc))
         return Outcome(400, error=str(exc), params=params)
-    first = replay_of(user, key)
+    first = first_with_key(user, key, Action.Kind.PREFERRED_ELECTION)
     if first is not None:
         return Outcome(200, action=first, replayed=True, params=params, error=first.error)
     try:
@@ -144,24 +128,16 @@ def submit(user: Any, cluster: Cluster, data: Mapping[str, Any], raw_key: Any = 
     if outcome.error:
         reject(user, cluster.name, params, reason[:MAX_REASON], outcome.error, key)
         return outcome
-    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
-        action = Action.objects.create(
-            user=user,
-            username=user.get_username(),
-            cluster=cluster.name,
-            kind=Action.Kind.PREFERRED_ELECTION,
-            parameters={**scope.as_dict(), **({"catch_up": plan.catch_up["option"]} if plan.catch_up else {})},
-            reason=reason,
-            preview=_preview_of(plan),
-            status=Action.Status.QUEUED,
-            idempotency_key=key,
-        )
-        earlier = replay_of(user, key)
-        if earlier is not None and earlier.pk != action.pk:  # a concurrent duplicate won the race
-            Action.objects.filter(pk=action.pk).update(
-                status=Action.Status.REJECTED, error=f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
-            )
-    if earlier is not None and earlier.pk != action.pk:
+    action, earlier = create_first(
+        user,
+        key,
+        cluster=cluster.name,
+        kind=Action.Kind.PREFERRED_ELECTION,
+        parameters={**scope.as_dict(), **({"catch_up": plan.catch_up["option"]} if plan.catch_up else {})},
+        reason=reason,
+        preview=_preview_of(plan),
+    )
+    if earlier is not None:  # a concurrent duplicate won the race
         return Outcome(200, action=earlier, replayed=True, params=params)
     _queue(action)
     action.refresh_from_db()
@@ -182,9 +158,8 @@ def _preview_of(plan: Plan) -> dict[str, Any]:
 def _queue(action: Action) -> None:
     from dashboard.celery import app
 
-    task = CATCH_UP_TASK_NAME if (action.parameters or {}).get("catch_up") else TASK_NAME
-    try:
-        result = app.send_task(task, args=[action.pk])
+    try:  # the one task for every preferred election; it honours the action's catch-up option
+        result = app.send_task(TASK_NAME, args=[action.pk])
     except Exception as exc:
         Action.objects.filter(pk=action.pk).update(
             status=Action.Status.FAILED, error=f"could not queue the task: {exc}"

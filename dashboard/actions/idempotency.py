@@ -13,16 +13,24 @@ The fix: the create and the check run in one transaction that first locks the us
 (``SELECT ... FOR UPDATE``), so a user's keyed submissions are serialized and the second one's
 check sees the first one's committed row. Other users are not held up. Only where the database has
 row locks (PostgreSQL); on SQLite the write lock already gives the order.
+
+``first_with_key`` and ``create_first`` are that create-then-check, shared by every keyed submission
+(preferred elections, reassignments, their cancels).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+
+from dashboard.audit.models import Action
+
+#: The error of an action refused because a concurrent request with the same key got there first.
+DUPLICATE: Final = "duplicate of action"
 
 
 @contextlib.contextmanager
@@ -36,3 +44,38 @@ def serialized_for(user: Any, key: str) -> Iterator[None]:
         users = get_user_model()._default_manager
         list(users.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
         yield
+
+
+def first_with_key(user: Any, key: str, kind: str) -> Action | None:
+    """The first action of ``kind`` this user submitted with ``key``, even a rejected one (a retry gets
+    the first answer), never a row that was itself refused as a concurrent duplicate."""
+    if not key or not getattr(user, "is_authenticated", False):
+        return None
+    return (
+        Action.objects.filter(user=user, idempotency_key=key, kind=kind)
+        .exclude(error__startswith=DUPLICATE)
+        .order_by("id")
+        .first()
+    )
+
+
+def create_first(submitter: Any, key: str, /, **fields: Any) -> tuple[Action, Action | None]:
+    """Create ``submitter``'s queued action (``fields`` plus the user, ``idempotency_key=key``) and check
+    it is the first ``submitter`` sent with ``key``:
+    ``(action, None)`` when it is, else ``(action, earlier)`` with ``action`` recorded as a rejected
+    duplicate of ``earlier`` (audited, never to be queued)."""
+    with serialized_for(submitter, key):  # ids in commit order, so the lowest id is the first
+        action = Action.objects.create(
+            user=submitter if getattr(submitter, "is_authenticated", False) else None,
+            username=submitter.get_username(),
+            status=Action.Status.QUEUED,
+            idempotency_key=key,
+            **fields,
+        )
+        earlier = first_with_key(submitter, key, str(fields["kind"]))
+        if earlier is None or earlier.pk == action.pk:
+            return action, None
+        Action.objects.filter(pk=action.pk).update(
+            status=Action.Status.REJECTED, error=f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
+        )
+    return action, earlier

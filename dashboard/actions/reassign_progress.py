@@ -5,7 +5,7 @@ Per partition the state is one of:
 * ``waiting``: still only in ``/admin/reassign_partitions``; the controller has not started it;
 * ``copying``: the topic znode has adding/removing replicas; each new replica's log end offset is
   compared with the leader's (from the broker agents) to show its lag, its catch-up rate (lag
-  shrinking per second between two samples, smoothed) and an ETA (lag / rate), and the bytes it
+  shrinking per second over the last ``RATE_WINDOW_S`` of samples) and an ETA (lag / rate), and the bytes it
   holds and its copy rate (bytes/s, averaged from the first sample that saw it copying), summed per
   receiving broker against the throttle;
 * ``complete``: the replicas are the target and nothing is being added or removed;
@@ -27,11 +27,28 @@ from controller_core.model import LeaderAndIsr, ReplicaAssignment, TopicPartitio
 AgentEntries = Mapping[int, Mapping[TopicPartition, Mapping[str, Any]] | None]
 
 FINAL_STATES: Final = frozenset({"complete", "reverted", "superseded"})
-RATE_SMOOTHING: Final = 0.5
+#: The catch-up rate (and so the ETA) is measured over this many seconds of samples.
+RATE_WINDOW_S: Final = 10.0
 
 
 def _key(tp: TopicPartition, broker: int) -> str:
     return f"{tp.topic}/{tp.partition}/{broker}"
+
+
+def _window(old: Any, prev_time: Any, now: float) -> list[list[float]]:
+    """The previous samples ``[time, lag]`` of one replica within ``RATE_WINDOW_S`` of ``now``
+    (a sample stored before windows existed counts as one at the previous time)."""
+    if not isinstance(old, dict):
+        return []
+    points = old.get("window")
+    if not isinstance(points, list):
+        points = [[prev_time, old.get("lag")]] if isinstance(prev_time, int | float) else []
+    kept = [
+        [float(t), float(lag)]
+        for t, lag in (p for p in points if isinstance(p, list) and len(p) == 2)
+        if isinstance(t, int | float) and isinstance(lag, int | float) and now - RATE_WINDOW_S <= t < now
+    ]
+    return kept
 
 
 def _leader_leo(entries: AgentEntries, leader: int, tp: TopicPartition) -> int | None:
@@ -127,9 +144,12 @@ def compute(
                     key = _key(tp, broker)
                     old = prev_samples.get(key)
                     rate = old.get("rate") if isinstance(old, dict) else None
-                    if isinstance(old, dict) and isinstance(prev_time, int | float) and now > prev_time:
-                        observed = (float(old["lag"]) - lag) / (now - float(prev_time))
-                        rate = observed if rate is None else RATE_SMOOTHING * observed + (1 - RATE_SMOOTHING) * rate
+                    # The catch-up rate over the last RATE_WINDOW_S of samples, not between two: a
+                    # throttle grants whole messages in bursts, and a one-second rate (the monitor's
+                    # period) jumps between fast and negative, the ETA between minutes and unknown.
+                    window = _window(old, prev_time, now)
+                    if window and now - window[0][0] >= 1.0:
+                        rate = (window[0][1] - lag) / (now - window[0][0])
                     copied = _copied_bytes(agents, leader, broker, tp, leo)
                     # The copy rate is measured over the copy so far (from the first sample that saw
                     # this replica), not between two polls: a throttle grants whole messages in bursts.
@@ -139,7 +159,13 @@ def compute(
                     copy_rate = None
                     if copied is not None and since is not None and now - float(since[0]) >= 1.0:
                         copy_rate = max(0.0, (copied - float(since[1])) / (now - float(since[0])))
-                    samples[key] = {"lag": lag, "rate": rate, "copied": copied, "since": since}
+                    samples[key] = {
+                        "lag": lag,
+                        "rate": rate,
+                        "copied": copied,
+                        "since": since,
+                        "window": [*window, [now, lag]],
+                    }
                     item["copied_bytes"] = copied
                     item["copy_rate_bytes_s"] = None if copy_rate is None else round(copy_rate)
                     if copy_rate is not None:

@@ -9,7 +9,7 @@ Idempotency: every submission may carry a client key (form hidden input, API ``I
 header). A second submission with the same key by the same user returns the first action and
 has no other effect, whether the first was queued or rejected. Two submissions with the same key at
 the same instant both pass the first look-up, so an action is created *then* checked against the
-others with its key (``_first_wins``, as ``election_submit`` does): the later one is recorded as a
+others with its key (``idempotency.create_first``, as ``election_submit`` does): the later one is recorded as a
 rejected duplicate, answered with the first action, and never queued.
 """
 
@@ -36,8 +36,8 @@ from controller_core.reassign_plan import (
     validate,
 )
 from controller_core.zk.store import ZkStore
-from dashboard.actions import reassign_progress, reassign_rf, reassign_throttle
-from dashboard.actions.idempotency import serialized_for
+from dashboard.actions import reassign_progress, reassign_push, reassign_rf, reassign_throttle
+from dashboard.actions.idempotency import create_first, first_with_key
 from dashboard.actions.reassign_cluster import (
     agent_replicas,
     partition_sizes,
@@ -58,7 +58,6 @@ CANCEL_TASK: Final = "workers.reassign.cancel"
 MAX_REASON: Final = 2000
 MAX_KEY: Final = 100
 MAX_STORED_INPUT: Final = 64 * 1024
-DUPLICATE: Final = "duplicate of action"
 RUNNING_STATES: Final = (Action.Status.QUEUED, Action.Status.RUNNING)
 
 
@@ -83,12 +82,38 @@ def parse_ints(values: Sequence[Any], what: str) -> list[int]:
 # ------------------------------------------------------------------------------------------------
 # generate
 # ------------------------------------------------------------------------------------------------
-def generate(cluster: Cluster, topics: Collection[str], brokers: Collection[int]) -> dict[str, Any]:
-    """A balanced proposal for ``topics`` onto ``brokers`` with the data to copy; ``BadRequest`` for
-    unknown topics or brokers and impossible requests."""
+def _chosen(topics: Collection[str]) -> list[str]:
     names = sorted({t.strip() for t in topics if t and t.strip()})
     if not names:
         raise BadRequest("choose at least one topic")
+    return names
+
+
+@dataclass(slots=True)
+class _Topics:
+    """The chosen topics as ZooKeeper has them: partitions being reassigned and each partition's
+    current replicas (the target of a move in flight, so a proposal builds on it)."""
+
+    busy: list[str]
+    current: dict[TopicPartition, tuple[int, ...]]
+
+
+def _read_topics(store: ZkStore, names: list[str]) -> _Topics:
+    """``BadRequest`` naming the topics that do not exist."""
+    existing = store.get_all_topics()
+    missing = [t for t in names if t not in existing]
+    if missing:
+        raise BadRequest(f"unknown topic(s) {', '.join(missing)}")
+    assignments = read_assignments(store, names)
+    busy = sorted(_tp_name(tp) for tp, a in assignments.items() if a.is_being_reassigned)
+    current = {tp: tuple(a.target_replicas if a.is_being_reassigned else a.replicas) for tp, a in assignments.items()}
+    return _Topics(busy, current)
+
+
+def generate(cluster: Cluster, topics: Collection[str], brokers: Collection[int]) -> dict[str, Any]:
+    """A balanced proposal for ``topics`` onto ``brokers`` with the data to copy; ``BadRequest`` for
+    unknown topics or brokers and impossible requests."""
+    names = _chosen(topics)
     if not brokers:
         raise BadRequest("choose at least one target broker")
     with cluster_store(cluster.zookeeper_connect) as store:
@@ -99,61 +124,45 @@ def generate(cluster: Cluster, topics: Collection[str], brokers: Collection[int]
                 f"unknown broker(s) {', '.join(map(str, unknown_brokers))} "
                 f"(registered brokers: {', '.join(map(str, sorted(registered))) or 'none'})"
             )
-        existing = store.get_all_topics()
-        missing = [t for t in names if t not in existing]
-        if missing:
-            raise BadRequest(f"unknown topic(s) {', '.join(missing)}")
-        assignments = read_assignments(store, names)
-        busy = sorted(_tp_name(tp) for tp, a in assignments.items() if a.is_being_reassigned)
-        current = {tp: (a.target_replicas if a.is_being_reassigned else a.replicas) for tp, a in assignments.items()}
+        chosen = _read_topics(store, names)
         try:
-            proposal = propose(current, {b: registered[b].rack for b in brokers})
+            proposal = propose(chosen.current, {b: registered[b].rack for b in brokers})
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        changed = proposal.changed
-        sizes = partition_sizes(store, registered, [TopicPartition(m.topic, m.partition) for m in changed])
-    out = proposal.as_dict()
-    out.update(
-        topics=names,
-        data_to_copy=data_to_copy(changed, sizes),
-        being_reassigned=busy,
-        racks={str(b): registered[b].rack for b in proposal.brokers},
-    )
-    return out
+        return _shown(proposal, store, registered, names, chosen)
 
 
 def generate_rf(cluster: Cluster, topics: Collection[str], factor: Any) -> dict[str, Any]:
     """A replication-factor change of ``topics`` to ``factor`` (``reassign_rf``), in the proposal's
     shape; ``BadRequest`` for unknown topics, a factor below 1 or above the live brokers, mixed racks."""
-    names = sorted({t.strip() for t in topics if t and t.strip()})
-    if not names:
-        raise BadRequest("choose at least one topic")
+    names = _chosen(topics)
     with cluster_store(cluster.zookeeper_connect) as store:
         registered = read_brokers(store)
         try:
             rf = reassign_rf.check_factor(factor, len(registered))
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        existing = store.get_all_topics()
-        missing = [t for t in names if t not in existing]
-        if missing:
-            raise BadRequest(f"unknown topic(s) {', '.join(missing)}")
-        assignments = read_assignments(store, names)
-        busy = sorted(_tp_name(tp) for tp, a in assignments.items() if a.is_being_reassigned)
-        current = {tp: (a.target_replicas if a.is_being_reassigned else a.replicas) for tp, a in assignments.items()}
+        chosen = _read_topics(store, names)
         try:
-            proposal = reassign_rf.plan(current, rf, {b: info.rack for b, info in registered.items()})
+            proposal = reassign_rf.plan(chosen.current, rf, {b: info.rack for b, info in registered.items()})
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        changed = proposal.changed
-        sizes = partition_sizes(store, registered, [TopicPartition(m.topic, m.partition) for m in changed])
+        shown = _shown(proposal, store, registered, names, chosen)
+    return {**shown, "replication_factor": rf, "change_replication_factor": True}
+
+
+def _shown(
+    proposal: Proposal, store: ZkStore, registered: Mapping[int, Any], names: list[str], chosen: _Topics
+) -> dict[str, Any]:
+    """A proposal as the wizard shows it: with the data its moves copy, the partitions already being
+    reassigned and each broker's rack."""
+    changed = proposal.changed
+    sizes = partition_sizes(store, registered, [TopicPartition(m.topic, m.partition) for m in changed])
     out = proposal.as_dict()
     out.update(
         topics=names,
-        replication_factor=rf,
-        change_replication_factor=True,
         data_to_copy=data_to_copy(changed, sizes),
-        being_reassigned=busy,
+        being_reassigned=chosen.busy,
         racks={str(b): registered[b].rack if b in registered else None for b in proposal.brokers},
     )
     return out
@@ -161,24 +170,17 @@ def generate_rf(cluster: Cluster, topics: Collection[str], factor: Any) -> dict[
 
 def current_table(cluster: Cluster, topics: Collection[str]) -> dict[str, Any]:
     """The topics' current assignment in the proposal's shape (nothing moved), to edit by hand."""
-    names = sorted({t.strip() for t in topics if t and t.strip()})
-    if not names:
-        raise BadRequest("choose at least one topic")
+    names = _chosen(topics)
     with cluster_store(cluster.zookeeper_connect) as store:
-        existing = store.get_all_topics()
-        missing = [t for t in names if t not in existing]
-        if missing:
-            raise BadRequest(f"unknown topic(s) {', '.join(missing)}")
-        assignments = read_assignments(store, names)
+        chosen = _read_topics(store, names)
         registered = read_brokers(store)
-    current = {tp: (a.target_replicas if a.is_being_reassigned else a.replicas) for tp, a in assignments.items()}
-    moves = [Move(tp.topic, tp.partition, tuple(r), tuple(r)) for tp, r in sorted(current.items())]
+    moves = [Move(tp.topic, tp.partition, r, r) for tp, r in sorted(chosen.current.items())]
     brokers = tuple(sorted({r for m in moves for r in m.current} | set(registered)))
     out = Proposal(moves, brokers).as_dict()
     out.update(
         topics=names,
         data_to_copy={"known": True, "messages": 0, "bytes": 0, "partial_messages": 0, "unknown_partitions": []},
-        being_reassigned=sorted(_tp_name(tp) for tp, a in assignments.items() if a.is_being_reassigned),
+        being_reassigned=chosen.busy,
         racks={str(b): registered[b].rack if b in registered else None for b in brokers},
     )
     return out
@@ -245,30 +247,6 @@ def clean_key(raw: str | None) -> str:
     return key
 
 
-def replayed(user: Any, key: str, kind: str) -> Action | None:
-    """The action a previous request with this key by this user created, if any (never a row that
-    was itself refused as a concurrent duplicate)."""
-    if not key or not getattr(user, "is_authenticated", False):
-        return None
-    return (
-        Action.objects.filter(user=user, idempotency_key=key, kind=kind)
-        .exclude(error__startswith=DUPLICATE)
-        .order_by("id")
-        .first()
-    )
-
-
-def _first_wins(user: Any, key: str, action: Action) -> Action | None:
-    """After creating ``action``: the earlier action with the same key when a concurrent request got
-    there first, with ``action`` recorded as a rejected duplicate (audited, never queued); else None."""
-    earlier = replayed(user, key, action.kind)
-    if earlier is None or earlier.pk == action.pk:
-        return None
-    error = f"{DUPLICATE} #{earlier.pk} (same idempotency key)"
-    Action.objects.filter(pk=action.pk).update(status=Action.Status.REJECTED, error=error)
-    return earlier
-
-
 def _stored_input(raw: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         text = json.dumps(raw, sort_keys=True, default=str)
@@ -316,7 +294,7 @@ def submit(
     """Validate and queue a reassignment; a rejected request is recorded (status rejected) and
     nothing is written. ``BadRequest`` is never raised for the request's content: every problem
     comes back in ``errors`` with the rejected action."""
-    earlier = replayed(user, key, Action.Kind.REASSIGNMENT)
+    earlier = first_with_key(user, key, Action.Kind.REASSIGNMENT)
     if earlier is not None:
         return Submitted(earlier, False, [earlier.error] if earlier.error else [])
     reason = reason.strip()
@@ -347,29 +325,25 @@ def submit(
     except Exception as exc:  # sizes are informative; their absence must not block the action
         logger.warning("reassignment preview sizes on %s: %s", cluster.name, exc)
         preview["data_to_copy"] = {"known": False, "messages": None, "bytes": None}
-    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
-        action = Action.objects.create(
-            user=user if getattr(user, "is_authenticated", False) else None,
-            username=user.get_username(),
-            cluster=cluster.name,
-            kind=Action.Kind.REASSIGNMENT,
-            parameters={
-                "partitions": partitions,
-                "replace": replace,
-                "replacing": checked.validation.as_dict()["replacing"],
-                **({"change_replication_factor": True} if rf_change else {}),
-                **(
-                    {"throttle": reassign_throttle.initial(throttle, user.get_username(), reason)}
-                    if throttle is not None
-                    else {}
-                ),
-            },
-            reason=reason,
-            preview=preview,
-            status=Action.Status.QUEUED,
-            idempotency_key=key,
-        )
-        first = _first_wins(user, key, action)
+    action, first = create_first(
+        user,
+        key,
+        cluster=cluster.name,
+        kind=Action.Kind.REASSIGNMENT,
+        parameters={
+            "partitions": partitions,
+            "replace": replace,
+            "replacing": checked.validation.as_dict()["replacing"],
+            **({"change_replication_factor": True} if rf_change else {}),
+            **(
+                {"throttle": reassign_throttle.initial(throttle, user.get_username(), reason)}
+                if throttle is not None
+                else {}
+            ),
+        },
+        reason=reason,
+        preview=preview,
+    )
     if first is not None:
         return Submitted(first, False, [first.error] if first.error else [])
     _send(action, EXECUTE_TASK)
@@ -405,7 +379,7 @@ def cancel_unavailable(cluster: Cluster) -> str:
 
 
 def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key: str) -> Submitted:
-    earlier = replayed(user, key, Action.Kind.REASSIGNMENT_CANCEL)
+    earlier = first_with_key(user, key, Action.Kind.REASSIGNMENT_CANCEL)
     if earlier is not None:
         return Submitted(earlier, False, [earlier.error] if earlier.error else [])
     reason = reason.strip()
@@ -427,18 +401,14 @@ def submit_cancel(user: Any, cluster: Cluster, target: Action, reason: str, key:
             user, cluster.name, Action.Kind.REASSIGNMENT_CANCEL, params, reason, "; ".join(errors), key
         )
         return Submitted(action, True, errors)
-    with serialized_for(user, key):  # ids in commit order, so the lowest id is the first (idempotency.py)
-        action = Action.objects.create(
-            user=user,
-            username=user.get_username(),
-            cluster=cluster.name,
-            kind=Action.Kind.REASSIGNMENT_CANCEL,
-            parameters={**params, "partitions": target.parameters.get("partitions", [])},
-            reason=reason,
-            status=Action.Status.QUEUED,
-            idempotency_key=key,
-        )
-        first = _first_wins(user, key, action)
+    action, first = create_first(
+        user,
+        key,
+        cluster=cluster.name,
+        kind=Action.Kind.REASSIGNMENT_CANCEL,
+        parameters={**params, "partitions": target.parameters.get("partitions", [])},
+        reason=reason,
+    )
     if first is not None:
         return Submitted(first, False, [first.error] if first.error else [])
     _send(action, CANCEL_TASK)
@@ -468,9 +438,12 @@ def change_throttle(user: Any, cluster: Cluster, target: Action, rate: Any, reas
         raise BadRequest(f"reassignment #{target.pk} is {target.status}: there is no throttle to change")
     with cluster_store(cluster.zookeeper_connect) as store:
         try:
-            return reassign_throttle.change_rate(target, store, value, user.get_username(), reason)
+            changed = reassign_throttle.change_rate(target, store, value, user.get_username(), reason)
         except reassign_throttle.ThrottleError as exc:
             raise BadRequest(str(exc)) from None
+    target.refresh_from_db()
+    push(target)  # the open progress pages show the new rate and its audit line at once
+    return changed
 
 
 # ------------------------------------------------------------------------------------------------
@@ -532,28 +505,23 @@ def refresh(action: Action, store: ZkStore) -> dict[str, Any]:
 
 
 def progress_document(cluster: Cluster, action: Action) -> dict[str, Any]:
-    """What the progress page polls: the action's status and, while it runs, live progress."""
-    body: dict[str, Any] = {
-        "id": action.pk,
-        "cluster": cluster.name,
-        "status": action.status,
-        "error": action.error,
-        "attempts": action.attempts,
-        "controller_epoch": action.controller_epoch,
-        "cancel": cancel_unavailable(cluster) or None,
-    }
+    """The progress document (``reassign_push.document``) with progress read now while it runs: the
+    JSON API, and the page's fallback when its WebSocket is down."""
+    progress: dict[str, Any] | None = None
+    stale = ""
     if action.status == Action.Status.RUNNING:
         try:
             with cluster_store(cluster.zookeeper_connect) as store:
                 progress = refresh(action, store)
-            body["status"] = action.status
-            body["error"] = action.error
         except Exception as exc:
             logger.warning("progress of #%s: %s", action.pk, exc)
-            progress = (action.outcome or {}).get("progress") or {}
-            body["stale"] = f"could not read the cluster: {exc.__class__.__name__}"
-    else:
-        progress = (action.outcome or {}).get("progress") or {}
-    body["progress"] = {k: v for k, v in progress.items() if k != "samples"}
-    body["throttle"] = (action.parameters or {}).get("throttle") or None
-    return body
+            stale = f"could not read the cluster: {exc.__class__.__name__}"
+    return reassign_push.document(action, progress, cancel_unavailable(cluster), stale)
+
+
+def push(action: Action, progress: Mapping[str, Any] | None = None) -> bool:
+    """Push the progress document of ``action`` (``progress`` just measured, else the stored one) to
+    its open progress pages (``reassign_push``); False when it could not."""
+    cluster = Cluster.objects.filter(name=action.cluster).first()
+    note = cancel_unavailable(cluster) if cluster is not None else ""
+    return reassign_push.publish(reassign_push.document(action, progress, note))

@@ -145,30 +145,34 @@ def reassign(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "actions/reassign.html", context, status=status)
 
 
+def _progress(request: HttpRequest, cluster: Cluster, action: Action, status: int = 200, **extra: Any) -> HttpResponse:
+    """The progress page of ``action``; ``extra`` adds a form's errors (``errors`` for cancel,
+    ``throttle_errors`` for the throttle form), answered with ``status``."""
+    cancels = Action.objects.filter(
+        cluster=cluster.name, kind=Action.Kind.REASSIGNMENT_CANCEL, parameters__reassignment=action.pk
+    ).order_by("id")
+    context = {
+        "cluster": cluster,
+        "action": action,
+        "cancels": cancels,
+        "can_operate": roles.can_operate(request.user),
+        "cancel_note": cancel_unavailable(cluster),
+        "active": action.status in RUNNING_STATES,
+        "idempotency_key": str(uuid.uuid4()),
+        "moved_replicas": (action.preview or {}).get("moved_replicas"),
+        "data_to_copy": (action.preview or {}).get("data_to_copy") or {},
+        "throttle": (action.parameters or {}).get("throttle"),
+        **extra,
+    }
+    return render(request, "actions/reassign_progress.html", context, status=status)
+
+
 def progress_page(request: HttpRequest, name: str, pk: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     if not roles.can_view(request.user):
         return _forbidden(request, "read the audit history")
     action = get_object_or_404(Action, pk=pk, cluster=cluster.name, kind=Action.Kind.REASSIGNMENT)
-    cancels = Action.objects.filter(
-        cluster=cluster.name, kind=Action.Kind.REASSIGNMENT_CANCEL, parameters__reassignment=action.pk
-    ).order_by("id")
-    return render(
-        request,
-        "actions/reassign_progress.html",
-        {
-            "cluster": cluster,
-            "action": action,
-            "cancels": cancels,
-            "can_operate": roles.can_operate(request.user),
-            "cancel_note": cancel_unavailable(cluster),
-            "active": action.status in RUNNING_STATES,
-            "idempotency_key": str(uuid.uuid4()),
-            "moved_replicas": (action.preview or {}).get("moved_replicas"),
-            "data_to_copy": (action.preview or {}).get("data_to_copy") or {},
-            "throttle": (action.parameters or {}).get("throttle"),
-        },
-    )
+    return _progress(request, cluster, action)
 
 
 def throttle(request: HttpRequest, name: str, pk: int) -> HttpResponse:
@@ -185,26 +189,7 @@ def throttle(request: HttpRequest, name: str, pk: int) -> HttpResponse:
             raise BadRequest("enter the new throttle in MB/s per broker")
         change_throttle(request.user, cluster, target, rate, str(request.POST.get("reason", "")))
     except (BadRequest, reassign_throttle.ThrottleError) as exc:
-        return render(
-            request,
-            "actions/reassign_progress.html",
-            {
-                "cluster": cluster,
-                "action": target,
-                "cancels": Action.objects.filter(
-                    cluster=cluster.name, kind=Action.Kind.REASSIGNMENT_CANCEL, parameters__reassignment=target.pk
-                ).order_by("id"),
-                "can_operate": True,
-                "cancel_note": cancel_unavailable(cluster),
-                "active": target.status in RUNNING_STATES,
-                "idempotency_key": str(uuid.uuid4()),
-                "throttle_errors": [str(exc)],
-                "moved_replicas": (target.preview or {}).get("moved_replicas"),
-                "data_to_copy": (target.preview or {}).get("data_to_copy") or {},
-                "throttle": (target.parameters or {}).get("throttle"),
-            },
-            status=400,
-        )
+        return _progress(request, cluster, target, 400, throttle_errors=[str(exc)])
     except Exception as exc:
         logger.warning("throttle change of #%s: %s", pk, exc)
         return HttpResponse(
@@ -237,24 +222,5 @@ def cancel(request: HttpRequest, name: str, pk: int) -> HttpResponse:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
     done = submit_cancel(request.user, cluster, target, str(request.POST.get("reason", "")), key)
     if done.errors:
-        return render(
-            request,
-            "actions/reassign_progress.html",
-            {
-                "cluster": cluster,
-                "action": target,
-                "cancels": Action.objects.filter(
-                    cluster=cluster.name, kind=Action.Kind.REASSIGNMENT_CANCEL, parameters__reassignment=target.pk
-                ).order_by("id"),
-                "can_operate": True,
-                "cancel_note": cancel_unavailable(cluster),
-                "active": target.status in RUNNING_STATES,
-                "idempotency_key": str(uuid.uuid4()),
-                "errors": done.errors,
-                "moved_replicas": (target.preview or {}).get("moved_replicas"),
-                "data_to_copy": (target.preview or {}).get("data_to_copy") or {},
-                "throttle": (target.parameters or {}).get("throttle"),
-            },
-            status=400,
-        )
+        return _progress(request, cluster, target, 400, errors=done.errors)
     return redirect("actions:reassign-progress", name=cluster.name, pk=target.pk)

@@ -1,7 +1,7 @@
 // Reassignment pages (templates/actions/reassign*.html).
 // Form page: the editable proposal table and the JSON textarea stay in step (edit either), and the
 // JSON's syntax is checked as you type; the server validates on "Validate" and again on "Execute".
-// Progress page: polls the progress endpoint about once a second until the action is finished.
+// Progress page: progress pushed over a WebSocket as the worker measures it; polled only as the fallback.
 "use strict";
 
 (function () {
@@ -79,6 +79,11 @@
     return (s / 3600).toFixed(1) + " h";
   }
 
+  function fmtTime(iso) {
+    // "2026-11-27T07:15:38.853449+00:00" -> "2026-11-27 07:15:38 UTC"
+    return typeof iso === "string" && iso.length >= 19 ? iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC" : String(iso);
+  }
+
   function fmtBytes(n) {
     if (n < 1000) return n + " B";
     if (n < 1e6) return (n / 1e3).toFixed(1) + " kB";
@@ -94,6 +99,8 @@
     const t = doc.throttle;
     if (!t) now.textContent = "none";
     else if (t.state === "removed") now.textContent = "removed";
+    else if (t.plan && Array.isArray(t.plan.brokers) && t.plan.brokers.length === 0)
+      now.textContent = fmtBytes(t.bytes_per_s) + "/s per broker (nothing to copy: no broker throttled)";
     else now.textContent = fmtBytes(t.bytes_per_s) + "/s per broker (" + t.state + ")";
     const byBroker = (doc.progress || {}).copy_rate_by_broker || {};
     const parts = Object.keys(byBroker).map((b) => "broker " + b + ": " + fmtBytes(byBroker[b]) + "/s");
@@ -102,7 +109,7 @@
       events.replaceChildren();
       for (const e of t.events || []) {
         const li = document.createElement("li");
-        li.textContent = e.time + ": " + e.op + (e.bytes_per_s ? " to " + e.bytes_per_s + " bytes/s" : "") +
+        li.textContent = fmtTime(e.time) + ": " + e.op + (e.bytes_per_s ? " to " + e.bytes_per_s + " bytes/s" : "") +
           " by " + e.user + (e.reason ? ": " + e.reason : "");
         events.append(li);
       }
@@ -134,7 +141,12 @@
     document.getElementById("summary").textContent =
       "· " + Object.keys(counts).sort().map((k) => counts[k] + " " + k).join(", ") + " of " + progress.total;
     const running = doc.status === "running";
-    document.getElementById("eta").textContent = running && !progress.done ? "· ETA " + fmtEta(progress.eta_s) : "";
+    let eta = "· ETA " + fmtEta(progress.eta_s);
+    if (progress.eta_s === null || progress.eta_s === undefined) {
+      const stuck = rows.flatMap((r) => r.new_replicas || []).filter((n) => typeof n.rate === "number" && n.rate <= 0);
+      if (stuck.length) eta += " (" + stuck.length + " new replica(s) not catching up at this rate: raise the throttle?)";
+    }
+    document.getElementById("eta").textContent = running && !progress.done ? eta : "";
     const body = document.querySelector("#progress-table tbody");
     body.replaceChildren();
     for (const r of rows) {
@@ -159,39 +171,126 @@
         const of = n.leader_log_end_offset ? " (" + n.log_end_offset + "/" + n.leader_log_end_offset + ")" : "";
         const copied = n.copied_bytes === null || n.copied_bytes === undefined ? "" : ", copied " + fmtBytes(n.copied_bytes);
         const rate = n.copy_rate_bytes_s === null || n.copy_rate_bytes_s === undefined ? "" : " at " + fmtBytes(n.copy_rate_bytes_s) + "/s";
-        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + copied + rate + ", ETA " + fmtEta(n.eta_s);
+        const eta = n.eta_s === null && typeof n.rate === "number" && n.rate <= 0
+          ? "not catching up (lag growing)" : "ETA " + fmtEta(n.eta_s);
+        return n.broker + ": " + (n.in_isr ? "in ISR, " : "") + "lag " + n.lag + of + copied + rate + ", " + eta;
       });
       tr.append(cell(parts.join(" · ")));
       body.append(tr);
     }
   }
 
+  // Progress page transport. The worker pushes the whole document over the page's WebSocket as it
+  // measures it (about once a second); the page polls the JSON endpoint only while the socket is down
+  // (it retries the socket after RECONNECT_MS, backing off to a minute), when a pushed message says the document is too big to
+  // push ("changed"), or once after SILENT_MS without a push while the reassignment runs (a worker
+  // that is not monitoring: the poll refreshes progress itself). panel.dataset.transport says which
+  // is in use ("socket" or "poll"); panel.dataset.polls counts the polls.
+  const RECONNECT_MS = 5000;
+  const SILENT_MS = 5000;
+
   function setupProgress() {
     const panel = document.getElementById("reassign-progress");
     if (!panel) return;
     const url = panel.dataset.url;
-    let timer = null;
-    async function poll() {
+    let finished = false;
+    let pollTimer = null;
+    let socket = null;
+    let lastPush = Date.now();
+    let retryMs = RECONNECT_MS;
+    panel.dataset.polls = "0";
+
+    function show(doc) {
+      render(doc);
+      if (doc.status !== "queued" && doc.status !== "running") {
+        finished = true;
+        const form = document.getElementById("cancel-form");
+        const note = document.getElementById("cancel-finished");
+        if (form) form.hidden = true;
+        if (note) note.hidden = false;
+        stopPolling();
+        if (socket) socket.close();
+      }
+    }
+
+    async function fetchOnce(why) {
+      panel.dataset.polls = String(Number(panel.dataset.polls) + 1);
+      console.debug("reassignment progress: fetching over HTTP (" + why + ")");
       try {
         const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-        if (response.ok) {
-          const doc = await response.json();
-          render(doc);
-          if (doc.status !== "queued" && doc.status !== "running") {
-            const form = document.getElementById("cancel-form");
-            const note = document.getElementById("cancel-finished");
-            if (form) form.hidden = true;
-            if (note) note.hidden = false;
-            return;
-          }
-        }
+        if (response.ok) show(await response.json());
       } catch (e) {
         document.getElementById("stale").textContent = "(connection lost, retrying)";
       }
-      timer = setTimeout(poll, 1000);
     }
-    poll();
-    window.addEventListener("beforeunload", () => timer && clearTimeout(timer));
+
+    function stopPolling() {
+      if (pollTimer) clearTimeout(pollTimer);
+      pollTimer = null;
+    }
+
+    function startPolling() {
+      panel.dataset.transport = "poll";
+      if (pollTimer || finished) return;
+      const tick = async () => {
+        await fetchOnce("the live connection is down");
+        pollTimer = finished ? null : setTimeout(tick, 1000);
+      };
+      pollTimer = setTimeout(tick, 0);
+    }
+
+    function connect() {
+      if (finished || !window.WebSocket || !panel.dataset.ws) {
+        if (!finished) startPolling();
+        return;
+      }
+      const proto = location.protocol === "https:" ? "wss://" : "ws://";
+      socket = new WebSocket(proto + location.host + panel.dataset.ws);
+      socket.onopen = () => {
+        retryMs = RECONNECT_MS;
+        stopPolling();
+        lastPush = Date.now();
+        panel.dataset.transport = "socket";
+      };
+      socket.onmessage = (e) => {
+        lastPush = Date.now();
+        let msg = null;
+        try {
+          msg = JSON.parse(e.data);
+        } catch (err) {
+          return;
+        }
+        if (msg.kind === "progress") show(msg.document);
+        else if (msg.kind === "changed") fetchOnce("too big to push");
+      };
+      socket.onclose = (e) => {
+        socket = null;
+        if (finished) return;
+        if (e.code === 4401 || e.code === 4403) {
+          // refused (logged out, or access revoked): retrying would only be refused again
+          finished = true;
+          stopPolling();
+          document.getElementById("stale").textContent = "(live updates refused: " + (e.reason || "log in again") + ")";
+          return;
+        }
+        startPolling();
+        setTimeout(connect, retryMs);
+        retryMs = Math.min(retryMs * 2, 60000); // back off while it cannot connect
+      };
+    }
+
+    setInterval(() => {
+      if (!finished && socket && Date.now() - lastPush > SILENT_MS) {
+        fetchOnce("no push for " + (Date.now() - lastPush) + " ms");
+        lastPush = Date.now();
+      }
+    }, 1000);
+    connect();
+    window.addEventListener("beforeunload", () => {
+      finished = true; // leaving the page: its socket's close must not start a poll
+      stopPolling();
+      if (socket) socket.close();
+    });
   }
 
   document.addEventListener("DOMContentLoaded", () => {

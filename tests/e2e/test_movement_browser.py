@@ -1,6 +1,7 @@
 """Browser test: an operator raises a topic's replication factor with a replication throttle, changes
-the throttle while it copies, watches it finish with the throttle removed, reads the audit page,
-and asks for a preferred election that waits for catch-up (bad settings refused on the page).
+the throttle while it copies, watches it finish with the throttle removed (the progress pushed by the
+worker over the page's WebSocket: the page never polls), reads the audit page, and asks for a
+preferred election that waits for catch-up (bad settings refused on the page).
 
 The real stack of ``test_reassign_pages`` (daphne, a Celery worker, the project's controller, three
 broker agents on three racks producing messages, ZooKeeper, Redis) and Debian's chromium.
@@ -33,6 +34,9 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page: Any = browser.new_page(viewport={"width": 1400, "height": 900})
+            polls: list[str] = []  # the progress page's fallback requests (there must be none)
+            page.on("request", lambda r: polls.append(r.url) if "/api/v1/" in r.url else None)
+            page.on("console", lambda m: polls.append(m.text) if "fetching over HTTP" in m.text else None)
             log_in(page, stack.url, "olive", PASSWORD)
 
             page.goto(stack.url + "/actions/clusters/e2e/reassign/")
@@ -54,7 +58,7 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
             page.fill("#throttle_mb_s", "0.01")  # 10 kB/s per broker, below the 25 kB/s produced
             page.fill('textarea[name="reason"]', "three copies of orders")
             page.click("#execute")
-            page.wait_for_selector("#reassign-progress")
+            page.wait_for_selector("#reassign-progress[data-transport=socket]")
             page.wait_for_function(
                 "() => document.querySelector('#throttle-now').textContent.includes('(applied)')", timeout=30_000
             )
@@ -78,6 +82,11 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
             page.wait_for_function(
                 "() => document.querySelector('#throttle-now').textContent.trim() === 'removed'", timeout=10_000
             )
+            # Everything above arrived over the WebSocket, pushed by the worker's monitor: no poll at all.
+            assert page.get_attribute("#reassign-progress", "data-transport") == "socket"
+            assert page.get_attribute("#reassign-progress", "data-polls") == "0"
+            assert polls == [], polls
+            progress_url = page.url
             events = page.text_content("#throttle-events")
             assert "set to 10000 bytes/s by olive" in events
             assert "changed to 5000000 bytes/s by olive: off-peak now" in events
@@ -88,6 +97,18 @@ def test_throttled_replication_factor_change_live_throttle_audit_and_catch_up_el
             rows = page.eval_on_selector_all("#movement tbody tr", "els => els.map(e => e.dataset.partition)")
             assert rows == ["orders-0", "orders-1", "orders-2"]
             assert "off-peak now" in page.text_content("#throttle-history")
+
+            # Without a WebSocket the progress page falls back to polling, and still shows the end.
+            fallback: Any = browser.new_page()
+            fallback.add_init_script("delete window.WebSocket")
+            fallback.context.add_cookies(page.context.cookies())
+            fallback.goto(progress_url)
+            fallback.wait_for_function(
+                "() => document.querySelector('#status').textContent.trim() === 'succeeded'", timeout=10_000
+            )
+            assert fallback.get_attribute("#reassign-progress", "data-transport") == "poll"
+            assert int(fallback.get_attribute("#reassign-progress", "data-polls")) >= 1
+            fallback.close()
 
             page.goto(stack.url + "/actions/clusters/e2e/preferred-election/")
             page.select_option('select[name="scope"]', "imbalanced")

@@ -3,7 +3,7 @@
 The real stack: daphne and a Celery worker as subprocesses, the project's controller (in this
 process) and three real broker agents producing messages, real ZooKeeper and Redis, Debian's
 chromium. The operator generates a plan for ``orders`` onto brokers 2 and 3, executes it, and the
-progress page (polling once a second) shows every partition complete.
+progress page (its progress pushed over a WebSocket) shows every partition complete.
 """
 
 from __future__ import annotations

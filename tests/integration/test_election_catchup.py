@@ -23,7 +23,8 @@ from dashboard.clusters.models import Cluster
 from tests.support.broker_agents import Agents
 from tests.support.controllers import Candidates
 from tests.support.zk import wait_for
-from workers.catchup_election import run
+from workers.actions import preferred_election
+from workers.catchup_election import run as legacy_catch_up_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -37,6 +38,14 @@ def state(zk: KazooClient) -> tuple[int, tuple[int, ...]]:
     read = ZkStore(zk).get_partition_states([T0])[T0]
     assert read.state is not None
     return read.state.leader_and_isr.leader, tuple(read.state.leader_and_isr.isr)
+
+
+def submit_catch_up(operator: Client, reason: str, **option: float) -> int:
+    """Submit an imbalanced-scope election that waits for catch-up (``option``: T, N, timeout)."""
+    body = {"scope": "imbalanced", "reason": reason, "catch_up": True, **option}
+    response = operator.post(API, json.dumps(body), content_type="application/json")
+    assert response.status_code == 201, response.content
+    return int(response.json()["id"])
 
 
 def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates) -> None:
@@ -67,6 +76,7 @@ def test_bad_catch_up_settings_are_refused_with_nothing_written(
         ("min_isr_s", -1, "must not be negative"),
         ("max_lag", -3, "must not be negative"),
         ("max_lag", 2.5, "whole number"),
+        ("max_lag", 0, "must be at least 1"),  # the lag must be *under* N: 0 could never pass
         ("min_isr_s", "soon", "must be a number"),
         ("timeout_s", 0, "timeout must be more than 0"),
         ("catch_up", "maybe", "true or false"),
@@ -101,11 +111,14 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
     )  # fmt: skip
     assert response.status_code == 201, response.content
     action_id = response.json()["id"]
-    assert sent == [("workers.catchup_election.run", [action_id])]
+    # the preferred election's one task, which honours the option the action carries
+    assert sent == [("workers.actions.preferred_election", [action_id])]
 
     joined: list[float] = []
     result: list[str] = []
-    worker = threading.Thread(target=lambda: result.append(run.run(action_id, connect=zk_chroot, poll_s=0.3)))
+    worker = threading.Thread(
+        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
+    )
     worker.start()
     # Only ZooKeeper is watched while the task runs: a read of the action here could meet the task's
     # write in the test's shared-cache SQLite ("database table is locked") and fail the task itself.
@@ -137,17 +150,40 @@ def test_an_election_that_cannot_catch_up_times_out_and_says_why(
     zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
     leader_moved_away(zk, zk_chroot, agents, candidates)
-    response = operator.post(
-        API,
-        json.dumps({"scope": "imbalanced", "reason": "strict", "catch_up": True,
-                    "min_isr_s": 3600, "max_lag": 0, "timeout_s": 3}),
-        content_type="application/json",
-    )  # fmt: skip
-    action_id = response.json()["id"]
-    assert run.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
+    action_id = submit_catch_up(operator, "strict", min_isr_s=3600, max_lag=1, timeout_s=3)
+    # sent under the task name of earlier releases: still runs the catch-up election
+    assert legacy_catch_up_task.run(action_id, connect=zk_chroot, poll_s=0.3) == "failed"
     action = Action.objects.get(pk=action_id)
     assert action.error.startswith("timed out after 3 s waiting for catch-up; 1 partition(s) not moved (orders-0:")
     assert state(zk)[0] == 2  # nothing moved
+
+
+@pytest.mark.django_db(transaction=True)  # the task runs in a thread: its connection must see the action
+def test_a_waiting_election_says_when_another_election_moved_the_partition(
+    zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
+) -> None:
+    """While it waits (T = an hour), a plain preferred election (as the auto rebalance does) moves
+    orders-0: the waiting one finishes by itself and names what happened instead of a bare
+    "already preferred"."""
+    leader_moved_away(zk, zk_chroot, agents, candidates)
+    action_id = submit_catch_up(operator, "warm only", min_isr_s=3600, max_lag=100000, timeout_s=60)
+    result: list[str] = []
+    worker = threading.Thread(
+        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
+    )
+    worker.start()
+    wait_for(
+        lambda: (Action.objects.get(pk=action_id).outcome or {}).get("waiting"),
+        timeout=30,
+        what="orders-0 seen waiting",
+    )
+    wait_for(lambda: 1 in state(zk)[1], timeout=30, what="broker 1 back in the ISR")
+    ZkStore(zk).create_preferred_replica_election_request([T0])
+    worker.join(timeout=60)
+    assert result == ["succeeded"]
+    (entry,) = Action.objects.get(pk=action_id).outcome["elected"].values()
+    assert entry["outcome"].startswith("already preferred (moved by another election while this one waited: ")
+    assert "of the 3600 s required" in entry["outcome"] or "not in the ISR" in entry["outcome"]
 
 
 def test_the_auto_rebalance_waits_for_the_preferred_replica_to_be_warm(

@@ -91,3 +91,25 @@ def test_bytes_copied_and_the_copy_rate_measured_over_the_copy() -> None:
     # 200 messages of 100 bytes in 4 s, averaged over the copy (not the last 2 s, which were faster)
     assert new["copied_bytes"] == 30_000 and new["copy_rate_bytes_s"] == 5000
     assert third["copy_rate_by_broker"] == {"3": 5000}
+
+
+def test_the_eta_comes_from_the_rate_over_a_window_not_between_two_samples() -> None:
+    """A throttle grants whole messages in bursts: between two one-second samples the lag jumps up
+    and down, but over the window it shrinks steadily, so the ETA stays known."""
+    assignments = {T0: ReplicaAssignment.of([2, 3, 1], adding=[3], removing=[1])}
+    leaders = {T0: LeaderAndIsr(1, 1, (1, 2))}
+    one = {T0: (2, 3)}
+    lags = [1000, 1040, 900, 940, 800, 840, 700]  # +40 a second produced, -180 every other second copied
+    progress = None
+    for second, lag in enumerate(lags):
+        progress = compute(one, {T0: (1, 2)}, assignments, leaders, one, agents(5000 - lag, 5000), 100.0 + second,
+                           progress)  # fmt: skip
+        (new,) = progress["partitions"][0]["new_replicas"]
+        if second >= 1:
+            assert new["eta_s"] is not None or new["rate"] < 0, (second, new)
+    assert progress is not None
+    (new,) = progress["partitions"][0]["new_replicas"]
+    assert new["rate"] == 50.0 and new["eta_s"] == 14.0  # (1000 - 700) / 6 s; 700 left
+    # samples older than the window are forgotten: the rate follows a change of the throttle
+    later = compute(one, {T0: (1, 2)}, assignments, leaders, one, agents(5000 - 100, 5000), 115.0, progress)
+    assert later["partitions"][0]["new_replicas"][0]["rate"] == 74.0  # (840 at 105 s - 100) / 10 s
