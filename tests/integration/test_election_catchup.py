@@ -173,7 +173,7 @@ def test_a_waiting_election_says_when_another_election_moved_the_partition(
     )
     worker.start()
     wait_for(
-        lambda: (Action.objects.get(pk=action_id).outcome or {}).get("waiting"),
+        lambda: bool((Action.objects.get(pk=action_id).outcome or {}).get("waiting")),
         timeout=30,
         what="orders-0 seen waiting",
     )
