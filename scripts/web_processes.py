@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,8 +62,10 @@ def spawn(sock: socket.socket, env: dict[str, str] | None = None, log: Path | No
     )
 
 
-def stop_all(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
-    """Terminate every process still running, wait for each, and kill those that do not exit in ``timeout``."""
+def stop_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+    """SIGTERM every process still running at once, then wait for each, SIGKILLing any still there
+    after ``timeout`` (the benchmarks' rig and the tests' servers stop the same way)."""
+    procs = list(procs)
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
@@ -72,6 +74,7 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) ->
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait(5)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable
 
 from scripts.devservices import REPO_ROOT
+from scripts.web_processes import stop_all
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -22,13 +23,4 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 def terminate_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
     """SIGTERM every process at once, then wait for each, SIGKILLing any still there after ``timeout``."""
-    procs = list(procs)
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    stop_all(procs, timeout)
