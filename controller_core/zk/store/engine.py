@@ -204,7 +204,7 @@ class FencedMultiEngine(StoreBase):
         retries: deque[tuple[list[int], int]] = deque()  # split or resubmitted multis go first
         in_flight: deque[tuple[list[int], int, Any]] = deque()
         timeout_error = self._client.handler.timeout_exception
-        ok, ok_outcome = ZkCode.OK, WriteOutcome._make
+        ok, new = ZkCode.OK, tuple.__new__
         while True:
             while len(in_flight) < self.max_in_flight:
                 if retries:
@@ -242,7 +242,7 @@ class FencedMultiEngine(StoreBase):
             check = results[0]
             if not isinstance(check, Exception):
                 for i, result in zip(indices, results[1:], strict=True):
-                    outcomes[i] = ok_outcome((ok, result, None))  # WriteOutcome(ZkCode.OK, result)
+                    outcomes[i] = new(WriteOutcome, (ok, result, None))  # WriteOutcome(ZkCode.OK, result)
                 continue
             if isinstance(check, BadVersionError):
                 if self._recorder is not None:

@@ -240,9 +240,9 @@ class TopicZnodes(FencedMultiEngine):
         items = list(states.items())
         state_path = paths.partition_state_path
         datas = codecs.encode_leader_and_isr_many(states.values(), controller_epoch)
-        make = Op._make  # Op(SET, path, data, version) without the keyword defaults' overhead
+        new = tuple.__new__  # Op(SET, path, data, version) without the keyword defaults and _make
         ops = [
-            make((SET, state_path(tp), data, lai.zk_version, False, False))
+            new(Op, (SET, state_path(tp), data, lai.zk_version, False, False))
             for (tp, lai), data in zip(items, datas, strict=True)
         ]
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
