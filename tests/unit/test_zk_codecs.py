@@ -272,6 +272,20 @@ def test_it_explains_a_bad_partition_state(raw: bytes, message: str) -> None:
         codecs.decode_partition_state(raw, 0)
 
 
+def test_the_batched_state_encoder_writes_the_same_bytes_as_the_single_one() -> None:
+    states = [
+        LeaderAndIsr(5, 7, (5, 6)),
+        LeaderAndIsr(-1, 0, ()),
+        LeaderAndIsr(6, 8, (5, 6)),  # an ISR seen before: its joined members are reused
+        LeaderAndIsr(12, 2_147_483_647, (12, 3, 1000)),
+    ]
+    assert codecs.encode_leader_and_isr_many(states, 50) == [codecs.encode_leader_and_isr(s, 50) for s in states]
+    assert codecs.encode_leader_and_isr_many(states[:1], 50) == [
+        b'{"controller_epoch":50,"leader":5,"version":1,"leader_epoch":7,"isr":[5,6]}'
+    ]
+    assert codecs.encode_leader_and_isr_many([], 1) == []
+
+
 def test_100k_partition_states_round_trip() -> None:
     """Bulk decoding at controller scale (its speed is measured by scripts/bench_store.py)."""
     raws = [

@@ -120,17 +120,29 @@ class FencedMultiEngine(StoreBase):
 
     def _encoded_chunks(self, ops: Sequence[Op], encoded: list[bytes]) -> Iterator[list[int]]:
         """Encode ``ops`` into ``encoded`` (by index) and yield multis' op indices as each one fills,
-        so the first multi is on the wire while the later ops are still being encoded."""
+        so the first multi is on the wire while the later ops are still being encoded.
+
+        A set (every state write of an election) is encoded inline, as ``_encode`` does, without
+        the method call and its branches: this loop runs once per partition on the event thread."""
         budget = self._multi_budget()
+        max_ops = self.max_ops_per_multi
+        encode, server_path, pack, append = self._encode, self._server_path, INT.pack, encoded.append
+        set_head, set_reply, replies = PATH_HEADERS[SET], REPLY_BYTES[SET], REPLY_BYTES
         current: list[int] = []
         request = reply = 0
         for i, op in enumerate(ops):
-            data = self._encode(op)
-            encoded.append(data)
-            req = len(data) + TXN_SLACK
-            rep = REPLY_BYTES[op.kind] + (len(data) if op.kind == CREATE else 0)
-            full = self.max_ops_per_multi and len(current) >= self.max_ops_per_multi
-            if current and (full or request + req > budget or reply + rep > budget):
+            kind = op.kind
+            if kind == SET:
+                path = server_path(op.path).encode()
+                data = op.data
+                blob = b"".join((set_head, pack(len(path)), path, pack(len(data)), data, pack(op.version)))
+                rep = set_reply
+            else:
+                blob = encode(op)
+                rep = replies[kind] + (len(blob) if kind == CREATE else 0)
+            append(blob)
+            req = len(blob) + TXN_SLACK
+            if current and ((max_ops and len(current) >= max_ops) or request + req > budget or reply + rep > budget):
                 yield current
                 current, request, reply = [], 0, 0
             current.append(i)
@@ -192,6 +204,7 @@ class FencedMultiEngine(StoreBase):
         retries: deque[tuple[list[int], int]] = deque()  # split or resubmitted multis go first
         in_flight: deque[tuple[list[int], int, Any]] = deque()
         timeout_error = self._client.handler.timeout_exception
+        ok, new = ZkCode.OK, tuple.__new__
         while True:
             while len(in_flight) < self.max_in_flight:
                 if retries:
@@ -228,8 +241,8 @@ class FencedMultiEngine(StoreBase):
                 continue
             check = results[0]
             if not isinstance(check, Exception):
-                for k, i in enumerate(indices, start=1):
-                    outcomes[i] = WriteOutcome(ZkCode.OK, results[k])
+                for i, result in zip(indices, results[1:], strict=True):
+                    outcomes[i] = new(WriteOutcome, (ok, result, None))  # WriteOutcome(ZkCode.OK, result)
                 continue
             if isinstance(check, BadVersionError):
                 if self._recorder is not None:

@@ -238,9 +238,13 @@ class TopicZnodes(FencedMultiEngine):
         """``update_leader_and_isr`` as the multis come back: ``(tp, outcome)`` per partition in the
         order of ``states``, outcome as in ``ports.LeaderAndIsrWrite`` (None: BADVERSION, retry)."""
         items = list(states.items())
-        encode = codecs.encode_leader_and_isr
         state_path = paths.partition_state_path
-        ops = [Op(SET, state_path(tp), encode(lai, controller_epoch), lai.zk_version) for tp, lai in items]
+        datas = codecs.encode_leader_and_isr_many(states.values(), controller_epoch)
+        new = tuple.__new__  # Op(SET, path, data, version) without the keyword defaults and _make
+        ops = [
+            new(Op, (SET, state_path(tp), data, lai.zk_version, False, False))
+            for (tp, lai), data in zip(items, datas, strict=True)
+        ]
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
         for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version):
             tp, lai = items[i]
