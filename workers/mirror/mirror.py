@@ -519,7 +519,6 @@ class Mirror(StateReads):
             # Rows replaced in a storm are new long-lived objects: move them out of the cyclic
             # collector's way now (a gen-2 pass over 10^5 rows stalls the loop for ~1 s).
             gc.freeze()
-        if len(changes.rows) >= 1000:
             logger.info(
                 "mirror of %s: seq %d carried %d rows (%d messages); lag %.0f ms, "
                 "build+counters %.0f ms, publish+rows %.0f ms",
@@ -539,20 +538,16 @@ class Mirror(StateReads):
         return self._watched
 
     def _meta(self, now_ms: int) -> dict[str, Any]:
+        """The snapshot's meta hash in Redis: the pages' status plus what the fleet and tools read."""
         return {
-            "gen": self.gen,
-            "seq": self.seq,
+            **self.status(now_ms),
             "mode": self.config.mode,
-            "zk_state": self.zk_state,
-            "synced_at": self.synced_at_ms,
-            "heartbeat_at": now_ms,
-            "lag_ms": round(self.last_flush_lag_ms),
             "stream_lag_ms": round(self.stream_lag_ms),
             **self._controller_meta(),
             "stream_id": self.stream_id,
             "resyncs": self.resyncs,
             "owner": self.owner,
-            "resync_pending": int(self._need_resync),
+            "resync_pending": int(self._need_resync),  # a Redis hash holds no booleans
         }
 
     def _controller_meta(self) -> dict[str, Any]:
