@@ -6,8 +6,7 @@ for the next server packet); replies, one-shot watches and a reconnection work a
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,26 +16,13 @@ from kazoo.protocol.states import KazooState
 
 from controller_core.zk.buffered_reads import BufferedReads
 from controller_core.zk.persistent_watch import NODE_DATA_CHANGED, PersistentWatchTap, add_watch_async
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
+from tests.support.zk import started_client, wait_for
 
 
 @pytest.fixture
-def follower_client(zk_chroot: str) -> Any:
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=15)
-    try:
+def follower_client(zk_chroot: str) -> Iterator[KazooClient]:
+    with started_client(zk_chroot) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_a_burst_of_events_arrives_in_order_with_no_packet_left_buffered(
@@ -83,7 +69,7 @@ def test_a_burst_of_events_arrives_in_order_with_no_packet_left_buffered(
             for path in paths[start : start + 500]:
                 tx.set_data(path, b"1")
             tx.commit()
-        assert _wait_for(lambda: len(seen) >= count), f"{len(seen)} of {count} events"
+        wait_for(lambda: len(seen) >= count, interval=0.01, what=f"{count} events")
         assert seen == [(NODE_DATA_CHANGED, path) for path in paths]  # every one, in ZooKeeper's order
         assert one_shot.wait(5), "kazoo's own one-shot watch did not fire"
         assert not left_buffered, f"kazoo went back to select with complete packets buffered: {left_buffered}"
@@ -95,7 +81,7 @@ def test_a_burst_of_events_arrives_in_order_with_no_packet_left_buffered(
         tap.uninstall()
     assert follower_client.exists(paths[0]) is not None
     # Handed back on the connection thread after the next packet, with nothing left buffered.
-    assert _wait_for(lambda: not reads.installed)
+    wait_for(lambda: not reads.installed, interval=0.01)
     assert follower_client._connection._read_socket == original
     assert follower_client.exists(paths[1]) is not None
 
@@ -127,10 +113,10 @@ def test_uninstalling_with_packets_buffered_loses_none(zk: KazooClient, follower
         assert hold.wait(5)
         reads.uninstall()  # while the rest of the burst sits in the buffer
         release.set()
-        assert _wait_for(lambda: len(seen) >= 200)
+        wait_for(lambda: len(seen) >= 200, interval=0.01)
         assert seen == [f"/brokers/n/{i}" for i in range(200)]
         assert follower_client.get("/brokers/n")[1].numChildren == 200
-        assert _wait_for(lambda: not reads.installed)
+        wait_for(lambda: not reads.installed, interval=0.01)
     finally:
         release.set()
         follower_client._connection._read_watch_event = wrapped
@@ -146,7 +132,7 @@ def test_a_reconnection_starts_from_an_empty_buffer(follower_client: KazooClient
         states: list[str] = []
         follower_client.add_listener(states.append)
         follower_client._call(_CONNECTION_DROP, follower_client.handler.async_result())
-        assert _wait_for(lambda: KazooState.SUSPENDED in states and follower_client.connected)
+        wait_for(lambda: KazooState.SUSPENDED in states and follower_client.connected, interval=0.01)
         assert follower_client._connection._socket is not first_socket
         follower_client.set("/a", b"after")
         assert follower_client.get("/a")[0] == b"after"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
@@ -18,15 +17,7 @@ from controller_core.zk.persistent_watch import (
     decode_watch_event,
     remove_watches_async,
 )
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
+from tests.support.zk import wait_for
 
 
 def test_recursive_watch_delivers_every_change_below_its_root(zk: KazooClient) -> None:
@@ -58,7 +49,7 @@ def test_recursive_watch_delivers_every_change_below_its_root(zk: KazooClient) -
             (NODE_CREATED, "/brokers/topics/t/partitions/0"),
             (NODE_CREATED, "/brokers/topics/t/partitions/0/state"),
         ]
-        assert _wait_for(lambda: len(seen) >= len(expected) + 4)
+        wait_for(lambda: len(seen) >= len(expected) + 4, timeout=5.0, interval=0.01)
         assert seen[: len(expected)] == expected
         assert (NODE_DELETED, "/brokers/topics/t") in seen
         assert all(path.startswith("/brokers") for _, path in seen)
