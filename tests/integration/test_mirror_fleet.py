@@ -192,6 +192,13 @@ class _SlowToClose(RecordingPublisher):
         _SlowToClose.gate.wait(20)
         _SlowToClose.closed_at.append(time.monotonic())
 
+    @classmethod
+    def reset(cls) -> None:
+        """Gate shut, nothing created or closed yet (the class-level record is shared by the tests)."""
+        cls.gate.clear()
+        cls.created.clear()
+        cls.closed_at.clear()
+
 
 def _presence_at(client: redis.Redis, token: str) -> int:
     return int(client.hget(hosting.host_key("mirror", token), "at") or 0)
@@ -201,9 +208,7 @@ def test_a_repointed_mirror_starts_only_after_the_old_one_stopped_and_the_fleet_
     zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
 ) -> None:
     small_cluster(zk)
-    _SlowToClose.gate.clear()
-    _SlowToClose.created.clear()
-    _SlowToClose.closed_at.clear()
+    _SlowToClose.reset()
     client = redis.Redis.from_url(redis_url)
     fleet = _fleet(redis_url, publisher_factory=_SlowToClose, stop_timeout_s=0.5)
     Cluster.objects.create(name="slow", zookeeper_connect=zk_chroot, mode="observed")
@@ -230,9 +235,7 @@ def test_a_removed_cluster_is_deleted_only_after_its_mirror_stopped_with_its_hos
     zk: KazooClient, zk_chroot: str, second_chroot: str, redis_url: str
 ) -> None:
     small_cluster(zk)
-    _SlowToClose.gate.clear()
-    _SlowToClose.created.clear()
-    _SlowToClose.closed_at.clear()
+    _SlowToClose.reset()
     client = redis.Redis.from_url(redis_url)
     fleet = _fleet(redis_url, publisher_factory=_SlowToClose, stop_timeout_s=0.5)
     Cluster.objects.create(name="keep", zookeeper_connect=second_chroot, mode="observed")
