@@ -668,8 +668,9 @@ def test_isr_change_and_log_dir_notifications_are_read_in_order_and_deleted_fenc
 
     event = store.create_log_dir_event_notification(3)
     assert event.startswith("log_dir_event_")
+    zk.create(f"{paths.LOG_DIR_EVENT_NOTIFICATION_PATH}/log_dir_event_", b"junk", sequence=True)  # skipped
     assert store.get_log_dir_event_broker_ids(store.get_log_dir_event_notification_names()) == {event: 3}
-    store.delete_log_dir_event_notifications([event], controller.epoch_zk_version)
+    store.delete_log_dir_event_notifications(store.get_log_dir_event_notification_names(), controller.epoch_zk_version)
     assert store.get_log_dir_event_notification_names() == []
 
 

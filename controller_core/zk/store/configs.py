@@ -10,7 +10,8 @@ ones are logged and skipped, never fatal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -19,6 +20,8 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store.engine import FencedMultiEngine
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ConfigAndNotificationZnodes(FencedMultiEngine):
@@ -109,15 +112,9 @@ class ConfigAndNotificationZnodes(FencedMultiEngine):
 
     def get_isr_change_notifications(self, names: Sequence[str]) -> dict[str, set[TopicPartition]]:
         """The partitions of each named notification, in bulk; vanished or unreadable ones are left out."""
-        results = self._read_data([paths.isr_change_notification_path(n) for n in names], size_hint=512)
-        out: dict[str, set[TopicPartition]] = {}
-        for name, r in zip(names, results, strict=True):
-            if r.error is None:
-                try:
-                    out[name] = codecs.decode_isr_change_notification(r.data)
-                except ValueError as exc:
-                    logger.warning("ignoring ISR change notification %s: %s", name, exc)
-        return out
+        return self._read_notifications(
+            names, paths.isr_change_notification_path, codecs.decode_isr_change_notification, 512
+        )
 
     def delete_isr_change_notifications(
         self, names: Collection[str], expected_controller_epoch_zk_version: int
@@ -127,13 +124,11 @@ class ConfigAndNotificationZnodes(FencedMultiEngine):
 
     def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
         """Publish an ISR-change notification as a pre-AlterIsr partition leader does; returns its name."""
-        created: str = self._client.create(
-            f"{paths.ISR_CHANGE_NOTIFICATION_PATH}/{paths.ISR_CHANGE_NOTIFICATION_PREFIX}",
+        return self._create_notification(
+            paths.ISR_CHANGE_NOTIFICATION_PATH,
+            paths.ISR_CHANGE_NOTIFICATION_PREFIX,
             codecs.encode_isr_change_notification(partitions),
-            sequence=True,
-            makepath=True,
         )
-        return created.rsplit("/", 1)[1]
 
     def get_log_dir_event_notification_names(self) -> list[str]:
         """Child names of ``/log_dir_event_notification``, in sequence order."""
@@ -141,15 +136,7 @@ class ConfigAndNotificationZnodes(FencedMultiEngine):
 
     def get_log_dir_event_broker_ids(self, names: Sequence[str]) -> dict[str, int]:
         """The broker id of each named log-dir event notification; vanished/unreadable ones left out."""
-        results = self._read_data([paths.log_dir_event_notification_path(n) for n in names], size_hint=64)
-        out: dict[str, int] = {}
-        for name, r in zip(names, results, strict=True):
-            if r.error is None:
-                try:
-                    out[name] = codecs.decode_log_dir_event(r.data)
-                except ValueError as exc:
-                    logger.warning("ignoring log dir event notification %s: %s", name, exc)
-        return out
+        return self._read_notifications(names, paths.log_dir_event_notification_path, codecs.decode_log_dir_event, 64)
 
     def delete_log_dir_event_notifications(
         self, names: Collection[str], expected_controller_epoch_zk_version: int
@@ -161,10 +148,28 @@ class ConfigAndNotificationZnodes(FencedMultiEngine):
 
     def create_log_dir_event_notification(self, broker_id: int) -> str:
         """Publish a log-dir failure event for ``broker_id`` (broker side); returns the node name."""
-        created: str = self._client.create(
-            f"{paths.LOG_DIR_EVENT_NOTIFICATION_PATH}/{paths.LOG_DIR_EVENT_NOTIFICATION_PREFIX}",
+        return self._create_notification(
+            paths.LOG_DIR_EVENT_NOTIFICATION_PATH,
+            paths.LOG_DIR_EVENT_NOTIFICATION_PREFIX,
             codecs.encode_log_dir_event(broker_id),
-            sequence=True,
-            makepath=True,
         )
+
+    def _read_notifications(
+        self, names: Sequence[str], path_of: Callable[[str], str], decode: Callable[[bytes | None], T], size_hint: int
+    ) -> dict[str, T]:
+        """Each named notification decoded, in bulk: a vanished one is left out, an unreadable one
+        logged and left out (a broker's bad notification must not stop the controller)."""
+        results = self._read_data([path_of(n) for n in names], size_hint=size_hint)
+        out: dict[str, T] = {}
+        for name, r in zip(names, results, strict=True):
+            if r.error is None:
+                try:
+                    out[name] = decode(r.data)
+                except ValueError as exc:
+                    logger.warning("ignoring notification %s: %s", path_of(name), exc)
+        return out
+
+    def _create_notification(self, parent: str, prefix: str, data: bytes) -> str:
+        """Create a sequential notification under ``parent`` (and the parent if missing); its name."""
+        created: str = self._client.create(f"{parent}/{prefix}", data, sequence=True, makepath=True)
         return created.rsplit("/", 1)[1]
