@@ -306,38 +306,18 @@ class StateChangeLogger:
         error: str | None = None,
         unclean: bool | None = None,
     ) -> None:
-        # This runs for every partition a batch touches (50,000 times in a controlled shutdown at
-        # 100,000 partitions): it stamps the record (time, sequence, the event's header) and keeps
-        # the rest as it came; ``_build_partition_record`` makes the dict, now or when deferred.
-        epoch, seq = self._next_seq()
-        template = self._template
-        if template is None or template["controller_epoch"] != epoch:
-            template = self._new_template(epoch)
-        entry = (
-            template,
-            self._clock() * 1000.0,
-            seq,
-            kind,
-            tp,
-            replica,
-            from_state,
-            to_state,
-            strategy,
-            before,
-            after,
-            unclean,
-            error,
-        )
-        if self._defer:
-            self._push(entry)
-        else:
-            self._emit(_build_partition_record(entry))
+        # One row of ``partition_records``: every partition record, one or many, is stamped (time,
+        # sequence, the event's header) and queued in one place.
+        self.partition_records(kind, ((tp, from_state, to_state, strategy, before, after, unclean),), replica, error)
 
-    def partition_records(self, kind: str, rows: Iterable[PartitionRow], replica: int | None = None) -> None:
-        """Many partition records of one ``kind``, each exactly as ``_partition_record`` makes it, in one
-        pass: a broker failure at 100,000 partitions makes 20,000 (its Offline transitions, then its
-        elections). Each row is ``(partition, from_state, to_state, strategy, before, after, unclean)``;
-        ``replica`` (the same for every row) makes them replica records."""
+    def partition_records(
+        self, kind: str, rows: Iterable[PartitionRow], replica: int | None = None, error: str | None = None
+    ) -> None:
+        """Partition records of one ``kind``, in one pass: a broker failure at 100,000 partitions makes
+        20,000 (its Offline transitions, then its elections). Each row is ``(partition, from_state,
+        to_state, strategy, before, after, unclean)``; ``replica`` and ``error`` (the same for every
+        row) make them replica records and failed changes. Each record is stamped (time, sequence, the
+        event's header) and kept as a tuple until built: now, or on ``flush`` when deferred."""
         epoch = self._epoch_source()
         if epoch != self._seq_epoch:
             self._seq_epoch = epoch
@@ -365,7 +345,7 @@ class StateChangeLogger:
                     before,
                     after,
                     unclean,
-                    None,
+                    error,
                 )
             )
         self._seq = seq
