@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from controller_core.zk import paths
@@ -27,7 +27,7 @@ from controller_core.zk.multiread import (
     MultiReader,
     VersionedData,
 )
-from controller_core.zk.store.wire import DEFAULT_MAX_MULTI_BYTES, StoreCounters, encode_string
+from controller_core.zk.store.wire import CONNECTION_DROPPED, DEFAULT_MAX_MULTI_BYTES, StoreCounters, encode_string
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +161,6 @@ def _resumed_once(read: Callable[..., Iterable[_T]], znode_paths: Sequence[str],
         for result in read(znode_paths, size_hint=size_hint):
             done += 1
             yield result
-    except (ConnectionLoss, ConnectionClosedError):
+    except CONNECTION_DROPPED:
         logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths) - done)
         yield from read(znode_paths[done:], size_hint=size_hint)

@@ -11,21 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    NodeExistsError,
-    NoNodeError,
-    RolledBackError,
-)
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller_core.errors import ZkOperationError
 from controller_core.model import BrokerRegistration
 from controller_core.ports import ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.store.engine import FencedMultiEngine
-from controller_core.zk.store.wire import zk_code
+from controller_core.zk.store.wire import CONNECTION_DROPPED, multi_failure, zk_code
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +42,7 @@ class BrokerZnodes(FencedMultiEngine):
             tx.set_data(path, payload, 0)
             try:
                 results = tx.commit_async().get(timeout=self.timeout)
-            except (ConnectionLoss, ConnectionClosedError):
+            except CONNECTION_DROPPED:
                 logger.info("connection lost while registering broker %d; retrying", registration.id)
                 continue
             session = self._session_id() or 0
@@ -58,7 +51,7 @@ class BrokerZnodes(FencedMultiEngine):
                 logger.info("registered broker %d at %s (broker epoch %d)", registration.id, path, results[1].czxid)
                 return int(results[1].czxid)
             if not isinstance(results[0], NodeExistsError):
-                failure = next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
+                failure = multi_failure(results)
                 raise ZkOperationError(zk_code(failure), path, f"broker registration failed: {failure!r}")
             stat = self._client.exists(path)
             if stat is None:

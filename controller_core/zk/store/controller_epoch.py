@@ -13,21 +13,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    NodeExistsError,
-    NoNodeError,
-    RolledBackError,
-)
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller_core.errors import ControllerMovedError, ZkOperationError
 from controller_core.ports import ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import ControllerInfo, FeatureZNode
 from controller_core.zk.store.engine import FencedMultiEngine
-from controller_core.zk.store.wire import CREATE, DELETE, SET, Op, zk_code
+from controller_core.zk.store.wire import CONNECTION_DROPPED, CREATE, DELETE, SET, Op, multi_failure, zk_code
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +100,7 @@ class ControllerZnodes(FencedMultiEngine):
 
         try:
             results = attempt()
-        except (ConnectionLoss, ConnectionClosedError):
+        except CONNECTION_DROPPED:
             # The outcome is unknown: run it again; if the first one was applied, this one fails with
             # NODEEXISTS and the verification below recognises our own registration.
             logger.info("connection lost during the controller election multi; retrying")
@@ -117,7 +110,7 @@ class ControllerZnodes(FencedMultiEngine):
             if self._recorder is not None:
                 self._record_election(controller_id, new_epoch, results[1].version, results[1].mzxid)
             return ControllerEpoch(new_epoch, results[1].version)
-        failure = next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
+        failure = multi_failure(results)
         if isinstance(failure, NodeExistsError | BadVersionError):
             verified = self._verify_controller_registration(controller_id, new_epoch)
             if self._recorder is not None:

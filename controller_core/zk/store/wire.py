@@ -8,7 +8,7 @@ These are the shapes both sides share; nothing here talks to ZooKeeper.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
     RuntimeInconsistency,
     SessionExpiredError,
 )
@@ -100,6 +101,17 @@ CODES: Final[Mapping[type[BaseException], ZkCode]] = {
 def zk_code(error: BaseException) -> ZkCode:
     """The ``ZkCode`` of a kazoo exception (``OTHER`` for codes the controller does not distinguish)."""
     return CODES.get(type(error), ZkCode.OTHER)
+
+
+CONNECTION_DROPPED: Final = (ConnectionLoss, ConnectionClosedError)
+"""What kazoo raises when the connection drops under a request: its outcome is unknown, so the
+caller retries (an idempotent read) or re-checks (a write)."""
+
+
+def multi_failure(results: Sequence[Any]) -> BaseException:
+    """The op that failed a multi: its first error that is not the roll-back of an op before it.
+    Only for results that hold an error (ZooKeeper applies all of a multi or none)."""
+    return next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
 
 
 class WriteOutcome(NamedTuple):
