@@ -20,7 +20,6 @@ from controller_core.model import (
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
     TopicPartition,
 )
@@ -114,9 +113,7 @@ class KafkaLayoutWriter:
         for start in range(0, len(items), self.batch):
             tx = self.zk.transaction()
             for tp, (leader, leader_epoch, isr) in items[start : start + self.batch]:
-                data = codecs.encode_partition_state(
-                    LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, leader_epoch, tuple(isr)), controller_epoch)
-                )
+                data = codecs.encode_leader_and_isr(LeaderAndIsr(leader, leader_epoch, tuple(isr)), controller_epoch)
                 if tp in present:
                     tx.set_data(paths.partition_state_path(tp), data)
                 else:

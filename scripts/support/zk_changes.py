@@ -20,7 +20,6 @@ from controller_core.model import (
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
     TopicPartition,
 )
@@ -127,8 +126,7 @@ def _topic_delete(zk: KazooClient, rng: random.Random, topic: str, broker: int) 
 
 def _write_state(zk: KazooClient, rng: random.Random, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
     isr = tuple(r for r in replicas if rng.random() < 0.8) or replicas[:1]
-    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(rng.choice(isr), rng.randrange(100), isr), rng.randrange(1, 9))
-    payload = codecs.encode_partition_state(state)
+    payload = codecs.encode_leader_and_isr(LeaderAndIsr(rng.choice(isr), rng.randrange(100), isr), rng.randrange(1, 9))
     path = paths.partition_state_path(tp)
     if zk.exists(path):
         zk.set(path, payload)
