@@ -14,19 +14,20 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.accounts import roles
-from dashboard.accounts.access import api, error, request_data
+from dashboard.accounts.access import api, error
 from dashboard.actions.election_submit import MAX_REASON, ZooKeeperUnavailable, compute_plan, params_of, reject, submit
 from dashboard.actions.impact_views import impact_json, run_impact
 from dashboard.audit.views import action_json
+from dashboard.clusters.api_request import cluster_and_body, find_cluster
 from dashboard.clusters.models import Cluster
 
 
 def _preview(name: str, answer: Callable[[Cluster], dict[str, Any]]) -> HttpResponse:
     """A read-only preview as JSON: 404 for an unknown cluster, 400 for bad parameters, 503 when
     ZooKeeper cannot be read."""
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        return error(404, f"no cluster named {name!r}")
+    cluster = find_cluster(name)
+    if isinstance(cluster, JsonResponse):
+        return cluster
     try:
         return JsonResponse(answer(cluster))
     except ValueError as exc:
@@ -53,14 +54,10 @@ def election_execute(request: HttpRequest, name: str) -> HttpResponse:
         response = error(405, f"method {request.method} not allowed; use POST")
         response["Allow"] = "POST"
         return response
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        return error(404, f"no cluster named {name!r}")
-    try:
-        data = request_data(request)
-    except ValueError as exc:
-        reject(request.user, cluster.name, {}, "", str(exc))
-        return error(400, str(exc))
+    found = cluster_and_body(request, name, lambda c, reason: reject(request.user, c.name, {}, "", reason))
+    if isinstance(found, JsonResponse):
+        return found
+    cluster, data = found
     if not roles.can_operate(request.user):
         reason = str(data.get("reason", "") or "")[:MAX_REASON]
         reject(request.user, cluster.name, params_of(data), reason, "not allowed: operators only")

@@ -19,6 +19,7 @@ from dashboard.accounts.access import api, error, request_data
 from dashboard.accounts.user_admin import MAX_NOTE
 from dashboard.audit.models import Action
 from dashboard.audit.signals import cluster_snapshot, record_refusal
+from dashboard.clusters.api_request import cluster_and_body, find_cluster
 from dashboard.clusters.models import Cluster
 from dashboard.clusters.snapshot import get_redis
 from dashboard.clusters.views.admin import ClusterForm, remove_cluster, save_cluster
@@ -73,9 +74,9 @@ def cluster_collection(request: HttpRequest) -> HttpResponseBase:
 
 @api(roles.VIEWER, methods=("GET", "POST"))
 def cluster_item(request: HttpRequest, name: str) -> HttpResponseBase:
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        return error(404, f"no cluster named {name!r}")
+    cluster = find_cluster(name)
+    if isinstance(cluster, JsonResponse):
+        return cluster
     if request.method == "GET":
         return JsonResponse(cluster_json(cluster))
     if not roles.can_administer(request.user):
@@ -86,13 +87,10 @@ def cluster_item(request: HttpRequest, name: str) -> HttpResponseBase:
 
 @api(roles.ADMIN, methods=("POST",))
 def cluster_remove(request: HttpRequest, name: str) -> HttpResponseBase:
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        return error(404, f"no cluster named {name!r}")
-    try:
-        data = request_data(request)
-    except ValueError as exc:
-        return error(400, str(exc))
+    found = cluster_and_body(request, name)
+    if isinstance(found, JsonResponse):
+        return found
+    cluster, data = found
     if data.get("confirm") != cluster.name:
         message = f'send {{"confirm": "{cluster.name}"}} to remove this cluster'
         record_refusal(request, Action.Kind.CLUSTER_CHANGE, name, message, {"operation": "remove"})
