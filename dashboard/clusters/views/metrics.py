@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -42,6 +42,32 @@ from dashboard.clusters.hosting import ClusterHosting
 from dashboard.clusters.snapshot import ZK_UNREACHABLE, ClusterSnapshot, status_from_meta
 from dashboard.clusters.state_times import state_times
 from dashboard.clusters.views.common import cluster_and_snapshot, hosting_of
+
+COUNTER_GAUGES: Final = (
+    ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a live leader.", layout.OFFLINE),
+    (
+        "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+        "Partitions whose leader is not the preferred (first) replica.",
+        layout.NON_PREFERRED,
+    ),
+    ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions.", layout.PARTITIONS),
+    ("kafka_controller_kafkacontroller_globaltopiccount", "Topics.", layout.TOPICS),
+    ("kcp_live_brokers", "Registered brokers.", layout.LIVE_BROKERS),
+    (
+        "kcp_underreplicated_partitions",
+        "Partitions whose ISR is smaller than the replica list.",
+        layout.UNDER_REPLICATED,
+    ),
+    ("kcp_under_min_isr_partitions", "Partitions whose ISR is smaller than min.insync.replicas.", layout.UNDER_MIN_ISR),
+    ("kcp_reassigning_partitions", "Partitions being reassigned.", layout.REASSIGNING),
+)
+"""Gauges read straight from one of the mirror's counters: name, help, the counter (0 when absent)."""
+
+STATE_GAUGES: Final = (
+    ("kcp_partition_state_count", "Partitions per partition state.", layout.PARTITION_STATES, layout.pstate_counter),
+    ("kcp_replica_state_count", "Replicas per replica state.", layout.REPLICA_STATES, layout.rstate_counter),
+)
+"""Gauge families with a ``state`` label: name, help, the states, each state's counter."""
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -79,44 +105,13 @@ class SnapshotCollector:
             "Active controllers (1 while /controller names a broker).",
             1.0 if controller_id.lstrip("-").isdigit() else 0.0,
         )
-        yield gauge(
-            "kafka_controller_kafkacontroller_offlinepartitionscount",
-            "Partitions without a live leader.",
-            counts.get(layout.OFFLINE, 0),
-        )
-        yield gauge(
-            "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
-            "Partitions whose leader is not the preferred (first) replica.",
-            counts.get(layout.NON_PREFERRED, 0),
-        )
-        yield gauge(
-            "kafka_controller_kafkacontroller_globalpartitioncount", "Partitions.", counts.get(layout.PARTITIONS, 0)
-        )
-        yield gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics.", counts.get(layout.TOPICS, 0))
-        yield gauge("kcp_live_brokers", "Registered brokers.", counts.get(layout.LIVE_BROKERS, 0))
-        yield gauge(
-            "kcp_underreplicated_partitions",
-            "Partitions whose ISR is smaller than the replica list.",
-            counts.get(layout.UNDER_REPLICATED, 0),
-        )
-        yield gauge(
-            "kcp_under_min_isr_partitions",
-            "Partitions whose ISR is smaller than min.insync.replicas.",
-            counts.get(layout.UNDER_MIN_ISR, 0),
-        )
-        yield gauge("kcp_reassigning_partitions", "Partitions being reassigned.", counts.get(layout.REASSIGNING, 0))
-        states = GaugeMetricFamily(
-            "kcp_partition_state_count", "Partitions per partition state.", labels=["cluster", "state"]
-        )
-        for state in layout.PARTITION_STATES:
-            states.add_metric([snap.cluster, state], counts.get(layout.pstate_counter(state), 0))
-        yield states
-        rstates = GaugeMetricFamily(
-            "kcp_replica_state_count", "Replicas per replica state.", labels=["cluster", "state"]
-        )
-        for state in layout.REPLICA_STATES:
-            rstates.add_metric([snap.cluster, state], counts.get(layout.rstate_counter(state), 0))
-        yield rstates
+        for name, doc, key in COUNTER_GAUGES:
+            yield gauge(name, doc, counts.get(key, 0))
+        for name, doc, states, counter in STATE_GAUGES:
+            family = GaugeMetricFamily(name, doc, labels=["cluster", "state"])
+            for state in states:
+                family.add_metric([snap.cluster, state], counts.get(counter(state), 0))
+            yield family
         yield from self._controller_metrics(controller_id)
         yield gauge(
             "kcp_mirror_lag_seconds", "Age of the oldest change in the mirror's last flush.", status.lag_ms / 1000
