@@ -58,14 +58,76 @@ class Filters:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One table column: header, the row attribute (or a function of the row), how to show it."""
+    """One table column: header, the row attribute, how to show it."""
 
     header: str
-    value: str | Callable[[Any], Any]
-    kind: str = "text"  # text | num | pct | s (seconds) | time
+    value: str
+    kind: str = "text"  # text | num | pct (a 0-1 share, shown and exported x100) | s (seconds) | time
 
     def of(self, row: Any) -> Any:
-        return self.value(row) if callable(self.value) else getattr(row, self.value)
+        value = getattr(row, self.value)
+        return value * 100 if self.kind == "pct" and value is not None else value
+
+
+COLUMNS: dict[str, Column] = {
+    c.value: c
+    for c in (
+        Column("Day", "day"),
+        Column("Minute", "minute", "time"),
+        Column("At", "at", "time"),
+        Column("Topic", "topic"),
+        Column("Partition", "partition", "num"),
+        Column("Partitions", "partitions", "num"),
+        Column("Broker", "broker", "num"),
+        Column("Availability", "availability", "pct"),
+        Column("Leaderless", "leaderless_s", "s"),
+        Column("Outages", "outages", "num"),
+        Column("Recovered", "recoveries", "num"),
+        Column("MTTR", "mttr_s", "s"),
+        Column("Started", "started_at", "time"),
+        Column("Estimated start", "estimated_started_at", "time"),
+        Column("Ended", "ended_at", "time"),
+        Column("Duration", "duration_s", "s"),
+        Column("Outage", "outage_s", "s"),
+        Column("Broker lost", "cause_broker", "num"),
+        Column("Ended by", "end_reason"),
+        Column("Strategy", "strategy"),
+        Column("Cause", "cause"),
+        Column("Elections", "elections", "num"),
+        Column("Unclean", "unclean", "num"),
+        Column("Leader before", "leader_before", "num"),
+        Column("Leader after", "leader_after", "num"),
+        Column("ISR before", "isr_before"),
+        Column("ISR after", "isr_after"),
+        Column("Epoch", "controller_epoch", "num"),
+        Column("Leaders", "leaders", "num"),
+        Column("Skew", "skew", "num"),
+        Column("Max", "max_leaders", "num"),
+        Column("Min", "min_leaders", "num"),
+        Column("Mean", "mean_leaders", "num"),
+        Column("Brokers", "brokers", "num"),
+        Column("Started", "first_at", "time"),
+        Column("Controller", "controller_id", "num"),
+        Column("Previous", "previous_controller_id", "num"),
+        Column("Nobody acting", "gap_s", "s"),
+        Column("Failover work", "failover_s", "s"),
+        Column("Status", "status"),
+        Column("From", "origin_replicas"),
+        Column("To", "target_replicas"),
+        Column("Action", "action_id"),
+        Column("Rank", "rank", "num"),
+        Column("Flaps", "flaps", "num"),
+        Column("Shrinks", "shrinks", "num"),
+        Column("Expands", "expands", "num"),
+    )
+}
+"""How each result attribute is shown, declared once for every page's table and CSV (a page that
+reads one differently names its own ``Column``)."""
+
+
+def columns(*shown: str | Column) -> tuple[Column, ...]:
+    """A page's table: attributes as ``COLUMNS`` shows them, or a page's own ``Column``."""
+    return tuple(c if isinstance(c, Column) else COLUMNS[c] for c in shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +159,16 @@ def _bar(
     if horizontal:
         options["indexAxis"] = "y"
     return {"type": "bar", "data": {"labels": list(labels), "datasets": datasets}, "options": options}
+
+
+def _right_axis(config: ChartConfig, title: str) -> ChartConfig:
+    """``config`` with the second y axis (``yAxisID: "y2"``) on the right, without its own grid."""
+    config["options"]["scales"]["y2"] = {
+        "position": "right",
+        "title": {"display": True, "text": title},
+        "grid": {"drawOnChartArea": False},
+    }
+    return config
 
 
 def _day_labels(f: Filters) -> list[str]:
@@ -161,12 +233,7 @@ def _mttr_chart(f: Filters) -> ChartConfig:
         ],
         "mean time to recovery (s)",
     )
-    config["options"]["scales"]["y2"] = {
-        "position": "right",
-        "title": {"display": True, "text": "outages"},
-        "grid": {"drawOnChartArea": False},
-    }
-    return config
+    return _right_axis(config, "outages")
 
 
 def _outages_chart(f: Filters) -> ChartConfig:
@@ -185,12 +252,7 @@ def _outages_chart(f: Filters) -> ChartConfig:
         ],
         "outages caused",
     )
-    config["options"]["scales"]["y2"] = {
-        "position": "right",
-        "title": {"display": True, "text": "seconds"},
-        "grid": {"drawOnChartArea": False},
-    }
-    return config
+    return _right_axis(config, "seconds")
 
 
 # --- elections ---------------------------------------------------------------------------------
@@ -345,10 +407,6 @@ def _flapping_chart(f: Filters) -> ChartConfig:
 # --- the registry ------------------------------------------------------------------------------------
 
 
-def _pct(value: float | None) -> float | None:
-    return None if value is None else value * 100
-
-
 PAGES: tuple[Page, ...] = (
     Page(
         "availability",
@@ -356,16 +414,7 @@ PAGES: tuple[Page, ...] = (
         "Share of partition-time with a leader, per topic and day: 1 - leaderless partition-seconds / "
         "(partitions x seconds). The chart shows the whole cluster and the least available topics.",
         lambda f: f.by_day(M.TopicAvailability.objects.all()).order_by("availability", "-day", "topic"),
-        (
-            Column("Day", "day"),
-            Column("Topic", "topic"),
-            Column("Partitions", "partitions", "num"),
-            Column("Availability", lambda r: _pct(r.availability), "pct"),
-            Column("Leaderless", "leaderless_s", "s"),
-            Column("Outages", "outages", "num"),
-            Column("Recovered", "recoveries", "num"),
-            Column("MTTR", "mttr_s", "s"),
-        ),
+        columns("day", "topic", "partitions", "availability", "leaderless_s", "outages", "recoveries", "mttr_s"),
         _availability_chart,
     ),
     Page(
@@ -376,13 +425,13 @@ PAGES: tuple[Page, ...] = (
         "broker that died counts from the estimated loss of its ZooKeeper session (recorded by the "
         "controller), else from when the controller detected it.",
         lambda f: f.by_day(M.BrokerOutage.objects.all()).order_by("-day", "broker"),
-        (
-            Column("Day", "day"),
+        columns(
+            "day",
             Column("Broker lost", "broker", "num"),
             Column("Outages started", "outages", "num"),
-            Column("Recovered", "recoveries", "num"),
-            Column("MTTR", "mttr_s", "s"),
-            Column("Leaderless", "leaderless_s", "s"),
+            "recoveries",
+            "mttr_s",
+            "leaderless_s",
         ),
         _mttr_chart,
     ),
@@ -397,16 +446,16 @@ PAGES: tuple[Page, ...] = (
         lambda f: f.by_time(M.UnavailabilityInterval.objects.all(), "started_at").order_by(
             F("outage_s").desc(nulls_first=True), "started_at"
         ),
-        (
-            Column("Topic", "topic"),
-            Column("Partition", "partition", "num"),
+        columns(
+            "topic",
+            "partition",
             Column("Detected", "started_at", "time"),
-            Column("Estimated start", "estimated_started_at", "time"),
-            Column("Ended", "ended_at", "time"),
-            Column("Outage", "outage_s", "s"),
+            "estimated_started_at",
+            "ended_at",
+            "outage_s",
             Column("Detected duration", "duration_s", "s"),
-            Column("Broker lost", "cause_broker", "num"),
-            Column("Ended by", "end_reason"),
+            "cause_broker",
+            "end_reason",
         ),
         _outages_chart,
     ),
@@ -416,13 +465,7 @@ PAGES: tuple[Page, ...] = (
         "Leader elections per day, by strategy (offline, reassign, preferred, controlled shutdown) and the "
         "controller event that caused them.",
         lambda f: f.by_day(M.ElectionCount.objects.all()).order_by("-day", "-elections"),
-        (
-            Column("Day", "day"),
-            Column("Strategy", "strategy"),
-            Column("Cause", "cause"),
-            Column("Elections", "elections", "num"),
-            Column("Unclean", "unclean", "num"),
-        ),
+        columns("day", "strategy", "cause", "elections", "unclean"),
         _elections_chart,
     ),
     Page(
@@ -430,16 +473,16 @@ PAGES: tuple[Page, ...] = (
         "Unclean elections",
         "Leaders elected from outside the ISR: the partition may have lost acknowledged writes.",
         lambda f: f.by_day(M.UncleanElection.objects.all()).order_by("-at"),
-        (
-            Column("At", "at", "time"),
-            Column("Topic", "topic"),
-            Column("Partition", "partition", "num"),
-            Column("Leader before", "leader_before", "num"),
-            Column("Leader after", "leader_after", "num"),
-            Column("ISR before", "isr_before"),
-            Column("ISR after", "isr_after"),
-            Column("Cause", "cause"),
-            Column("Epoch", "controller_epoch", "num"),
+        columns(
+            "at",
+            "topic",
+            "partition",
+            "leader_before",
+            "leader_after",
+            "isr_before",
+            "isr_after",
+            "cause",
+            "controller_epoch",
         ),
         _unclean_chart,
     ),
@@ -449,11 +492,7 @@ PAGES: tuple[Page, ...] = (
         "How many partitions each broker leads, at the end of every minute (each partition's leader "
         "carried forward between changes). Long ranges are averaged into buckets in the chart.",
         lambda f: f.by_minute(M.LeaderCount.objects.all()).order_by("-epoch_minute", "broker"),
-        (
-            Column("Minute", "minute", "time"),
-            Column("Broker", "broker", "num"),
-            Column("Leaders", "leaders", "num"),
-        ),
+        columns("minute", "broker", "leaders"),
         _leaders_chart,
     ),
     Page(
@@ -462,14 +501,7 @@ PAGES: tuple[Page, ...] = (
         "Leader balance per minute: the busiest broker's leaders divided by the mean over brokers "
         "(1.0 is perfectly even; a dead broker leads nothing and raises it).",
         lambda f: f.by_minute(M.LeaderSkew.objects.all()).order_by(F("skew").desc(nulls_last=True), "-epoch_minute"),
-        (
-            Column("Minute", "minute", "time"),
-            Column("Skew", "skew", "num"),
-            Column("Max", "max_leaders", "num"),
-            Column("Min", "min_leaders", "num"),
-            Column("Mean", "mean_leaders", "num"),
-            Column("Brokers", "brokers", "num"),
-        ),
+        columns("minute", "skew", "max_leaders", "min_leaders", "mean_leaders", "brokers"),
         _skew_chart,
     ),
     Page(
@@ -478,14 +510,7 @@ PAGES: tuple[Page, ...] = (
         "Each new controller epoch: the time nobody acted (old controller's last record to the new one's "
         "first) and the new controller's own failover work (elected to ready).",
         lambda f: f.by_time(M.ControllerFailover.objects.all(), "first_at").order_by("-first_at"),
-        (
-            Column("Started", "first_at", "time"),
-            Column("Epoch", "controller_epoch", "num"),
-            Column("Controller", "controller_id", "num"),
-            Column("Previous", "previous_controller_id", "num"),
-            Column("Nobody acting", "gap_s", "s"),
-            Column("Failover work", "failover_s", "s"),
-        ),
+        columns("first_at", "controller_epoch", "controller_id", "previous_controller_id", "gap_s", "failover_s"),
         _failovers_chart,
     ),
     Page(
@@ -496,16 +521,16 @@ PAGES: tuple[Page, ...] = (
         lambda f: f.by_time(M.Reassignment.objects.all(), "started_at").order_by(
             F("duration_s").desc(nulls_first=True), "started_at"
         ),
-        (
-            Column("Topic", "topic"),
-            Column("Partition", "partition", "num"),
-            Column("Started", "started_at", "time"),
-            Column("Ended", "ended_at", "time"),
-            Column("Duration", "duration_s", "s"),
-            Column("Status", "status"),
-            Column("From", "origin_replicas"),
-            Column("To", "target_replicas"),
-            Column("Action", "action_id"),
+        columns(
+            "topic",
+            "partition",
+            "started_at",
+            "ended_at",
+            "duration_s",
+            "status",
+            "origin_replicas",
+            "target_replicas",
+            "action_id",
         ),
         _reassignments_chart,
     ),
@@ -515,15 +540,7 @@ PAGES: tuple[Page, ...] = (
         "Partitions whose ISR shrank and grew back most often (flaps = min(shrinks, expands)); the job "
         "keeps the top partitions of each day.",
         lambda f: f.by_day(M.IsrFlapping.objects.all()).order_by("-day", "rank"),
-        (
-            Column("Day", "day"),
-            Column("Rank", "rank", "num"),
-            Column("Topic", "topic"),
-            Column("Partition", "partition", "num"),
-            Column("Flaps", "flaps", "num"),
-            Column("Shrinks", "shrinks", "num"),
-            Column("Expands", "expands", "num"),
-        ),
+        columns("day", "rank", "topic", "partition", "flaps", "shrinks", "expands"),
         _flapping_chart,
     ),
 )
