@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from types import FrameType
 
@@ -39,9 +40,10 @@ EXIT_ID_TAKEN = 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the broker agent's options (shared with ``manage.py run_broker``)."""
-    parser.add_argument("--id", type=int, required=True, help="broker id (>= 0)")
+    parser.add_argument("--id", dest="broker_id", type=int, required=True, help="broker id (>= 0)")
     parser.add_argument(
         "--zookeeper",
+        dest="zookeeper_connect",
         default=os.environ.get("ZOOKEEPER_CONNECT", "127.0.0.1:21810/kafka"),
         help="ZooKeeper connect string HOST:PORT[,HOST:PORT][/chroot] (default: $ZOOKEEPER_CONNECT)",
     )
@@ -52,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper-session-timeout-ms", type=int, default=18_000)
     parser.add_argument("--produce-rate", type=float, default=0.0, help="messages/s on each led partition (0: none)")
     parser.add_argument("--acks", type=Acks.parse, default=Acks.LEADER, help="0, 1 or all (default 1)")
-    parser.add_argument("--message-size", type=int, default=512, help="bytes per synthetic message")
+    parser.add_argument(
+        "--message-size", dest="message_size_bytes", type=int, default=512, help="bytes per synthetic message"
+    )
     parser.add_argument("--min-insync-replicas", type=int, default=1)
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=10_000)
     parser.add_argument("--replica-fetch-max-bytes", type=int, default=1024 * 1024)
@@ -62,7 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controlled-shutdown-max-retries", type=int, default=3)
     parser.add_argument("--controlled-shutdown-retry-backoff-ms", type=int, default=5_000)
     parser.add_argument("--alter-isr-retry-backoff-ms", type=int, default=200)
-    parser.add_argument("--no-controlled-shutdown", action="store_true", help="on SIGTERM just deregister and exit")
+    parser.add_argument(
+        "--no-controlled-shutdown",
+        dest="controlled_shutdown_enable",
+        action="store_false",
+        help="on SIGTERM just deregister and exit",
+    )
     parser.add_argument(
         "--lightweight", action="store_true", help="no replication or produce load; requests still answered"
     )
@@ -81,32 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(options: argparse.Namespace) -> BrokerConfig:
-    """Build the broker's config from parsed options (``ValueError`` on invalid values)."""
-    return BrokerConfig(
-        broker_id=options.id,
-        zookeeper_connect=options.zookeeper,
-        host=options.host,
-        port=options.port,
-        advertised_host=options.advertised_host,
-        rack=options.rack,
-        zookeeper_session_timeout_ms=options.zookeeper_session_timeout_ms,
-        produce_rate=options.produce_rate,
-        acks=options.acks,
-        message_size_bytes=options.message_size,
-        min_insync_replicas=options.min_insync_replicas,
-        replica_lag_time_max_ms=options.replica_lag_time_max_ms,
-        replica_fetch_max_bytes=options.replica_fetch_max_bytes,
-        replica_fetch_wait_ms=options.replica_fetch_wait_ms,
-        replica_fetch_backoff_ms=options.replica_fetch_backoff_ms,
-        request_timeout_ms=options.request_timeout_ms,
-        controlled_shutdown_enable=not options.no_controlled_shutdown,
-        controlled_shutdown_max_retries=options.controlled_shutdown_max_retries,
-        controlled_shutdown_retry_backoff_ms=options.controlled_shutdown_retry_backoff_ms,
-        alter_isr_retry_backoff_ms=options.alter_isr_retry_backoff_ms,
-        lightweight=options.lightweight,
-        data_dir=options.data_dir,
-        checkpoint_interval_ms=options.checkpoint_interval_ms,
-    )
+    """Build the broker's config from parsed options (``ValueError`` on invalid values). Each option
+    that configures the broker is stored under its ``BrokerConfig`` field's name (``dest``), so the
+    mapping is declared once, in ``add_arguments``; the others (``--ready-file``...) run the process."""
+    given = vars(options)
+    return BrokerConfig(**{f.name: given[f.name] for f in fields(BrokerConfig) if f.name in given})
 
 
 def _write_ready_file(path: Path, agent: BrokerAgent) -> None:
@@ -178,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     logging.basicConfig(
         level=options.log_level,
-        format=f"%(asctime)s %(levelname)s [broker {options.id}] %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s [broker {options.broker_id}] %(name)s: %(message)s",
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     return run(options)

@@ -55,9 +55,14 @@ def test_the_command_line_maps_to_the_config() -> None:
             "--produce-rate",
             "5",
             "--lightweight",
+            "--ready-file",
+            "/tmp/ready",
         ]
     )
     config = config_from(options)
+    assert (config.message_size_bytes, config.controlled_shutdown_enable) == (512, True)
+    other = config_from(parser.parse_args(["--id", "1", "--message-size", "100", "--no-controlled-shutdown"]))
+    assert (other.message_size_bytes, other.controlled_shutdown_enable) == (100, False)
     assert (config.broker_id, config.zookeeper_connect, config.rack) == (3, "zk:2181/k", "r1")
     assert (config.acks, config.produce_rate, config.lightweight) == (Acks.ALL, 5.0, True)
     assert config.registered_host == "127.0.0.1"

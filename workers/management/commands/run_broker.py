@@ -22,13 +22,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         broker_main.add_arguments(parser)
-        parser.set_defaults(zookeeper=settings.ZOOKEEPER_CONNECT)
+        parser.set_defaults(zookeeper_connect=settings.ZOOKEEPER_CONNECT)
 
     def handle(self, *args: Any, **options: Any) -> None:
         namespace = argparse.Namespace(**options)
         logging.basicConfig(
             level=options["log_level"],
-            format=f"%(asctime)s %(levelname)s [broker {options['id']}] %(name)s: %(message)s",
+            format=f"%(asctime)s %(levelname)s [broker {options['broker_id']}] %(name)s: %(message)s",
         )
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         code = broker_main.run(namespace)
