@@ -109,18 +109,33 @@ class SimulatedDay:
             f'"update_metadata":{{"brokers":[],"partitions":{partitions}}},"stop_replica":{{}}',
         )
 
-    def _replica(self, cause: str, eid: str, p: int, broker: int, from_state: str, to_state: str) -> None:
+    def _record(
+        self,
+        kind: str,
+        cause: str,
+        eid: str,
+        p: int,
+        from_state: str,
+        to_state: str,
+        replica: int | None = None,
+        **fields: str,
+    ) -> None:
+        """A record about partition ``p`` (or its ``replica``): entity, topic and partition from ``p``."""
         self.out.partition(
-            "replica_transition",
+            kind,
             cause,
             eid,
-            f"{self.entity[p]}@{broker}",
+            self.entity[p] if replica is None else f"{self.entity[p]}@{replica}",
             self.topic_of[p],
             p % self.spec.partitions_per_topic,
-            str(broker),
+            NULL if replica is None else str(replica),
             from_state,
             to_state,
+            **fields,
         )
+
+    def _replica(self, cause: str, eid: str, p: int, broker: int, from_state: str, to_state: str) -> None:
+        self._record("replica_transition", cause, eid, p, from_state, to_state, broker)
 
     def _set_leader(self, p: int, leader: int) -> None:
         old = self.leader[p]
@@ -134,17 +149,14 @@ class SimulatedDay:
         out = self.out
         before_leader, before_isr, before_epoch = self.leader[p], self.isr[p], self.lepoch[p]
         after_epoch = before_epoch + 1 if leader != before_leader else before_epoch
-        entity = self.entity[p] if replica is None else f"{self.entity[p]}@{replica}"
-        out.partition(
+        self._record(
             "isr_change",
             cause,
             eid,
-            entity,
-            self.topic_of[p],
-            p % self.spec.partitions_per_topic,
-            NULL if replica is None else str(replica),
+            p,
             NULL,
             NULL,
+            replica,
             leader_before=str(before_leader),
             leader_after=str(leader),
             isr_before=out.isr(before_isr),
@@ -169,14 +181,11 @@ class SimulatedDay:
     ) -> None:
         out = self.out
         before_epoch = self.lepoch[p]
-        out.partition(
+        self._record(
             "election",
             cause,
             eid,
-            self.entity[p],
-            self.topic_of[p],
-            p % self.spec.partitions_per_topic,
-            NULL,
+            p,
             from_state,
             ONLINE,
             strategy=f'"{strategy}"',
@@ -202,14 +211,11 @@ class SimulatedDay:
             leader = next((r for r in replicas if r in alive), None)
             unclean = leader is not None
         if leader is None:
-            self.out.partition(
+            self._record(
                 "failed_change",
                 cause,
                 eid,
-                self.entity[p],
-                self.topic_of[p],
-                p % self.spec.partitions_per_topic,
-                NULL,
+                p,
                 OFFLINE,
                 ONLINE,
                 strategy='"offline"',
@@ -249,20 +255,9 @@ class SimulatedDay:
         else:
             out.other("broker_change", cause, eid, tail)
         led = sorted(self.led[broker])
-        ppt = self.spec.partitions_per_topic
         for p in led:
             if p not in self.offline:
-                out.partition(
-                    "partition_transition",
-                    cause,
-                    eid,
-                    self.entity[p],
-                    self.topic_of[p],
-                    p % ppt,
-                    NULL,
-                    ONLINE,
-                    OFFLINE,
-                )
+                self._record("partition_transition", cause, eid, p, ONLINE, OFFLINE)
                 self.offline.add(p)
         for p in led:
             self._elect_offline(cause, eid, p)
