@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -253,41 +253,60 @@ def _shift_along_path(
         per_rack = Counter(rack[r] for r in reps if r != old)
         return per_rack[rack[new]] < rack_cap(rf_of[tp])
 
+    def hand_overs(b: int, visited: set[int]) -> Iterator[tuple[TopicPartition, int]]:
+        for tp in tps:
+            if b in kept[tp]:
+                for r in sorted(set(rack) - visited, key=lambda x: (load[x], x)):
+                    if can_replace(tp, b, r):
+                        yield tp, r
+
+    steps = _hand_over_path(source, hand_overs, sinks.__contains__)
+    if steps is None:
+        return False
+    done: list[tuple[TopicPartition, int, int]] = []
+    for step_tp, old, new in steps:
+        if not can_replace(step_tp, old, new):  # a chain that crosses itself: undo
+            for undo_tp, undo_old, undo_new in reversed(done):
+                reps = kept[undo_tp]
+                reps[reps.index(undo_new)] = undo_old
+            return False
+        reps = kept[step_tp]
+        reps[reps.index(old)] = new
+        done.append((step_tp, old, new))
+    load[source] -= 1
+    load[steps[-1][2]] += 1
+    return True
+
+
+def _hand_over_path(
+    source: int,
+    hand_overs: Callable[[int, set[int]], Iterable[tuple[TopicPartition, int]]],
+    is_sink: Callable[[int], bool],
+) -> list[tuple[TopicPartition, int, int]] | None:
+    """Breadth-first search for a chain of hand-overs from ``source`` to a broker ``is_sink`` accepts:
+    ``hand_overs(b, visited)`` names each ``(tp, r)`` where broker ``r`` may take ``b``'s place in
+    ``tp``. Returns the chain as ``(tp, from, to)`` steps from ``source`` on, or None when there is
+    none. Both balancing passes (replicas per broker, leaders per broker) repair along such chains."""
     parent: dict[int, tuple[TopicPartition, int]] = {}
     visited = {source}
-    queue = [source]
+    queue = deque([source])
     while queue:
-        b = queue.pop(0)
-        for tp in tps:
-            if b not in kept[tp]:
+        b = queue.popleft()
+        for tp, r in hand_overs(b, visited):
+            if r in visited:
                 continue
-            for r in sorted(set(rack) - visited, key=lambda x: (load[x], x)):
-                if not can_replace(tp, b, r):
-                    continue
-                parent[r] = (tp, b)
-                if r in sinks:
-                    steps = []
-                    current = r
-                    while current != source:
-                        step_tp, previous = parent[current]
-                        steps.append((step_tp, previous, current))
-                        current = previous
-                    done: list[tuple[TopicPartition, int, int]] = []
-                    for step_tp, old, new in reversed(steps):
-                        if not can_replace(step_tp, old, new):  # a chain that crosses itself: undo
-                            for undo_tp, undo_old, undo_new in reversed(done):
-                                reps = kept[undo_tp]
-                                reps[reps.index(undo_new)] = undo_old
-                            return False
-                        reps = kept[step_tp]
-                        reps[reps.index(old)] = new
-                        done.append((step_tp, old, new))
-                    load[source] -= 1
-                    load[r] += 1
-                    return True
-                visited.add(r)
-                queue.append(r)
-    return False
+            parent[r] = (tp, b)
+            if is_sink(r):
+                steps = []
+                current = r
+                while current != source:
+                    step_tp, previous = parent[current]
+                    steps.append((step_tp, previous, current))
+                    current = previous
+                return steps[::-1]
+            visited.add(r)
+            queue.append(r)
+    return None
 
 
 def _order_leaders(
@@ -343,30 +362,21 @@ def _augment(
 ) -> bool:
     """Breadth-first search for a chain of leadership hand-overs from ``over`` to a broker under its
     quota; applies it and returns True, or False when no such chain exists."""
-    parent: dict[int, tuple[TopicPartition, int]] = {}
-    visited = {over}
-    queue = [over]
-    while queue:
-        b = queue.pop(0)
+
+    def hand_overs(b: int, visited: set[int]) -> Iterator[tuple[TopicPartition, int]]:
         for tp in tps:
-            if leader_of[tp] != b:
-                continue
-            for r in kept[tp]:
-                if r in visited:
-                    continue
-                parent[r] = (tp, b)
-                if leaders[r] < quota[r]:
-                    current = r
-                    while current != over:
-                        step_tp, previous = parent[current]
-                        leader_of[step_tp] = current
-                        current = previous
-                    leaders[over] -= 1
-                    leaders[r] += 1
-                    return True
-                visited.add(r)
-                queue.append(r)
-    return False
+            if leader_of[tp] == b:
+                for r in kept[tp]:
+                    yield tp, r
+
+    steps = _hand_over_path(over, hand_overs, lambda r: leaders[r] < quota[r])
+    if steps is None:
+        return False
+    for step_tp, _, new in steps:
+        leader_of[step_tp] = new
+    leaders[over] -= 1
+    leaders[steps[-1][2]] += 1
+    return True
 
 
 # ================================================================================================
