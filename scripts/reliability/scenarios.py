@@ -13,10 +13,11 @@ import random
 import signal
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from controller_core.zk import paths
 from scripts.reliability.checker import Violation, check, check_liveness
@@ -431,11 +432,24 @@ def f18_redis_loss(cluster: Cluster, rng: random.Random, run: int, s: Settings) 
     return Outcome(equal, equal is not None and equal <= s.slack * 5.0 and progressed is not None, notes)
 
 
-def _registry(*scenarios: Scenario) -> dict[str, Scenario]:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+NamedT = TypeVar("NamedT", bound=_Named)
+
+
+def by_name(*scenarios: NamedT) -> dict[str, NamedT]:
+    """A registry of scenarios keyed by their name (``F1``...), in the order given; a name given
+    twice is a mistake in the table, refused at import."""
+    twice = sorted(name for name, n in Counter(sc.name for sc in scenarios).items() if n > 1)
+    if twice:
+        raise ValueError(f"scenario names given twice: {', '.join(twice)}")
     return {sc.name: sc for sc in scenarios}
 
 
-SCENARIOS: dict[str, Scenario] = _registry(
+SCENARIOS: dict[str, Scenario] = by_name(
     Scenario("F1", "active controller crash (SIGKILL)", "new controller <= Ts + 3 s", f1_controller_crash, fast=True),
     Scenario("F2", "graceful stop (SIGTERM)", "failover <= 2 s, no write after resigning", f2_graceful_stop, fast=True),
     Scenario(

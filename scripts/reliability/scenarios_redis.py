@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.reliability.cluster import Candidate, Cluster, wait_until
-from scripts.reliability.scenarios import Outcome, Scenario, Settings
+from scripts.reliability.scenarios import Outcome, Scenario, Settings, by_name
 
 #: The status field F20 reads: p99 of the event-queue time over the last 10 s (``event_manager``).
 P99_FIELD = "event_queue_time_ms_p99_10s"
@@ -158,8 +158,8 @@ def f20_paused_redis(cluster: Cluster, rng: random.Random, run: int, s: Settings
     return Outcome(moved_s, met, notes)
 
 
-REDIS_SCENARIOS: dict[str, Scenario] = {
-    "F20": Scenario(
+REDIS_SCENARIOS: dict[str, Scenario] = by_name(
+    Scenario(
         "F20",
         "paused Redis (SIGSTOP)",
         "leaders moved <= Ts + 3 s and p99 event-queue time < 1 s during the pause; mirror = ZK <= 5 s after",
@@ -167,4 +167,4 @@ REDIS_SCENARIOS: dict[str, Scenario] = {
         mirror=True,
         plan_runs=10,
     ),
-}
+)

@@ -23,7 +23,7 @@ from typing import Any
 
 from scripts.devservices import REPO_ROOT, ServiceSet
 from scripts.reliability.checker import Violation
-from scripts.reliability.scenarios import RunResult
+from scripts.reliability.scenarios import RunResult, by_name
 from scripts.reliability.soak_pytest_plugin import RESULTS_ENV
 
 
@@ -38,36 +38,33 @@ class PytestScenario:
     plan_runs: int = 20
 
 
-PYTEST_SCENARIOS: dict[str, PytestScenario] = {
-    s.name: s
-    for s in (
-        PytestScenario(
-            "F16",
-            "Celery worker child SIGKILLed mid-task (acks_late), task redelivered",
-            "the action succeeds with one effect: every partition requested exactly once",
-            "tests/reliability/test_f16_worker_killed_mid_task.py::test_f16_worker_killed_mid_task_has_one_effect",
-            safety="S5",
-            liveness="L3",
-        ),
-        PytestScenario(
-            "F17",
-            "task outlives the Redis visibility timeout: a second copy runs concurrently",
-            "one lease holder; every partition requested exactly once; lease released",
-            "tests/reliability/test_f17_task_outlives_visibility_timeout.py"
-            "::test_f17_task_outliving_the_visibility_timeout_has_one_effect",
-            safety="S5",
-            liveness="L3",
-        ),
-        PytestScenario(
-            "F19",
-            "pushes lost: channel-layer connections killed, channel overflow, mirror killed, resync unanswered",
-            "the page equals ZooKeeper <= 3 s after each fault; its seq never goes back",
-            "tests/e2e/test_f19_push_loss.py::test_the_page_recovers_from_lost_pushes_without_going_back",
-            safety="S6",
-            liveness="L4",
-        ),
-    )
-}
+PYTEST_SCENARIOS: dict[str, PytestScenario] = by_name(
+    PytestScenario(
+        "F16",
+        "Celery worker child SIGKILLed mid-task (acks_late), task redelivered",
+        "the action succeeds with one effect: every partition requested exactly once",
+        "tests/reliability/test_f16_worker_killed_mid_task.py::test_f16_worker_killed_mid_task_has_one_effect",
+        safety="S5",
+        liveness="L3",
+    ),
+    PytestScenario(
+        "F17",
+        "task outlives the Redis visibility timeout: a second copy runs concurrently",
+        "one lease holder; every partition requested exactly once; lease released",
+        "tests/reliability/test_f17_task_outlives_visibility_timeout.py"
+        "::test_f17_task_outliving_the_visibility_timeout_has_one_effect",
+        safety="S5",
+        liveness="L3",
+    ),
+    PytestScenario(
+        "F19",
+        "pushes lost: channel-layer connections killed, channel overflow, mirror killed, resync unanswered",
+        "the page equals ZooKeeper <= 3 s after each fault; its seq never goes back",
+        "tests/e2e/test_f19_push_loss.py::test_the_page_recovers_from_lost_pushes_without_going_back",
+        safety="S6",
+        liveness="L4",
+    ),
+)
 
 #: Failure texts that mean a deadline was missed (``wait_for``, the page's convergence bound, Playwright).
 _DEADLINE_MARKERS = ("timed out", "TimeoutError", "later than", "still shows", "never ")
