@@ -106,9 +106,10 @@ class Candidate:
         self.api: str | None = None
         self.incarnation = 0
 
-    def start(self, timeout: float = 30.0) -> Candidate:
+    def start(self, timeout: float = 30.0, wait: bool = True) -> Candidate:
+        """Launch the candidate process; with ``wait``, return once it is up (``wait_ready``)."""
         self.incarnation += 1
-        ready = self.cluster.work_dir / f"controller-{self.id}.{self.incarnation}.ready"
+        ready = self._ready_file
         env = self.cluster.child_env(role="controller", node=self.id)
         env["CONTROLLER_PAUSE_DIR"] = str(self.pause_dir)
         env["RELIABILITY_SESSION_FILE"] = str(self.session_file)
@@ -131,10 +132,21 @@ class Candidate:
             argv += ["--redis-url", self.cluster.redis_url, "--cluster", self.cluster.redis_cluster]
             argv += ["--state-change-dir", str(self.state_change_dir)]
         self.proc = Proc(f"controller-{self.id}", argv, env, self.cluster.work_dir / f"controller-{self.id}.log")
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    @property
+    def _ready_file(self) -> Path:
+        return self.cluster.work_dir / f"controller-{self.id}.{self.incarnation}.ready"
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait for the ready file of the current incarnation (its API address), or raise with the log."""
+        assert self.proc is not None
+        ready = self._ready_file
         if wait_until(lambda: ready.exists() or not self._alive(), timeout) is None or not ready.exists():
             raise RuntimeError(f"controller {self.id} did not start:\n{self.proc.log_tail()}")
         self.api = json.loads(ready.read_text())["api"]
-        return self
 
     @property
     def session_file(self) -> Path:
@@ -371,8 +383,13 @@ class Cluster:
         self.zk.ensure_path(self.chroot)
         self.zk.chroot = self.chroot
         ZkStore(self.zk).ensure_persistent_paths()
+        # Every process starts at once and the start-up waits overlap (their imports dominate a
+        # scenario's set-up); the candidates race for /controller as after a whole-cluster restart,
+        # and the first active one may see the brokers register after its election.
         for broker in self.brokers.values():
             broker.start(wait=False)
+        for candidate in self.candidates.values():
+            candidate.start(wait=False)
         for broker in self.brokers.values():
             assert broker.proc is not None
             ready = self.work_dir / f"broker-{broker.id}.{broker.incarnation}.ready"
@@ -380,7 +397,7 @@ class Cluster:
                 raise RuntimeError(f"broker {broker.id} did not start:\n{broker.proc.log_tail()}")
             broker.port = int(json.loads(ready.read_text())["port"])
         for candidate in self.candidates.values():
-            candidate.start()
+            candidate.wait_ready()
         if wait_until(lambda: self.active() is not None, 30) is None:
             raise RuntimeError("no controller became active")
         if self.with_mirror:
