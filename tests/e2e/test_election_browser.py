@@ -62,8 +62,7 @@ def imbalanced(zk: KazooClient, zk_chroot: str, tmp_path: Path) -> Iterator[Kazo
     (tmp_path / "agents").mkdir()
     candidates = Candidates(zk_chroot)
     try:
-        for b in (1, 2):
-            agents.start(b)
+        agents.start_all((1, 2))
         ZkStore(zk).create_topic("orders", ORDERS)
         candidates.start(100)
         wait_for(lambda: all(sorted(leader_and_isr(zk, p)[1]) == [1, 2] for p in ORDERS), timeout=40, what="in sync")

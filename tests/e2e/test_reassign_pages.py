@@ -82,8 +82,7 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: 
     logs.mkdir()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for b in (1, 2, 3):
-            agents.start(b, "--produce-rate", "50", "--rack", f"rack-{b}")
+        agents.start_all((1, 2, 3), "--produce-rate", "50", per_broker={b: ("--rack", f"rack-{b}") for b in (1, 2, 3)})
         candidates.start(100)
         wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
         ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [2, 1], 2: [1, 2]})

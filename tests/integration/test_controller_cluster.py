@@ -44,7 +44,7 @@ def in_sync(zk: KazooClient, topic: str, assignment: dict[int, list[int]]) -> bo
 def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    running = {b: agents.start(b) for b in (1, 2, 3)}
+    running = agents.start_all((1, 2, 3))
     assignment = {p: [1 + (p + i) % 3 for i in range(3)] for p in range(6)}
     ZkStore(zk).create_topic("orders", assignment)
     candidates.start(100)
@@ -65,8 +65,7 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(
 def test_preferred_election_through_the_admin_znode_and_unelectable_partitions_reported(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    for b in (1, 2, 3):
-        agents.start(b)
+    agents.start_all((1, 2, 3))
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3], 1: [3, 1, 2]})
     candidates.start(100)
     wait_for(lambda: created(zk, "orders", 2), what="created")
@@ -88,8 +87,7 @@ def test_preferred_election_through_the_admin_znode_and_unelectable_partitions_r
 def test_auto_rebalance_restores_preferred_leaders_after_a_broker_returns(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    for b in (1, 2):
-        agents.start(b)
+    agents.start_all((1, 2))
     ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [1, 2]})
     candidates.start(100, first_rebalance_delay_seconds=1.0, leader_imbalance_check_interval_seconds=1.0)
     wait_for(lambda: created(zk, "orders", 2), what="created")
@@ -102,8 +100,7 @@ def test_auto_rebalance_restores_preferred_leaders_after_a_broker_returns(
 def test_reassignment_to_disjoint_brokers_survives_a_controller_failover(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    for b in (1, 2, 3, 4):
-        agents.start(b)
+    agents.start_all((1, 2, 3, 4))
     store = ZkStore(zk)
     store.create_topic("orders", {0: [1, 2], 1: [2, 1]})
     candidates.start(100)
@@ -131,8 +128,7 @@ def test_reassignment_to_disjoint_brokers_survives_a_controller_failover(
 def test_topic_deletion_waits_for_a_down_broker_and_then_completes(
     zk: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    for b in (1, 2, 3):
-        agents.start(b)
+    agents.start_all((1, 2, 3))
     store = ZkStore(zk)
     store.create_topic("doomed", {0: [1, 2, 3], 1: [2, 3, 1]}, config={"retention.ms": "1000"})
     candidates.start(100)

@@ -40,9 +40,9 @@ def assignment(zk: KazooClient, topic: str) -> dict[int, Any]:
 
 
 def start_cluster(zk: KazooClient, agents: Agents, candidates: Candidates, *slow: int) -> None:
-    for b in (1, 2, 3):
-        extra = ["--produce-rate", "50"] + (["--zookeeper-session-timeout-ms", "60000"] if b in slow else [])
-        agents.start(b, *extra)
+    agents.start_all(
+        (1, 2, 3), "--produce-rate", "50", per_broker={b: ("--zookeeper-session-timeout-ms", "60000") for b in slow}
+    )
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     ZkStore(zk).create_topic("orders", {0: [1, 2], 1: [2, 1]})

@@ -51,8 +51,7 @@ def run(operator: Client, zk_chroot: str, body: dict[str, Any]) -> Action:
 def test_raise_and_lower_the_replication_factor_rack_aware(
     zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, operator: Client, sent: list[Any]
 ) -> None:
-    for b in (1, 2, 3, 4):
-        agents.start(b, "--produce-rate", "50", "--rack", RACK[b])
+    agents.start_all((1, 2, 3, 4), "--produce-rate", "50", per_broker={b: ("--rack", RACK[b]) for b in (1, 2, 3, 4)})
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     ZkStore(zk).create_topic("orders", {0: [1], 1: [2], 2: [3], 3: [4]})

@@ -42,8 +42,7 @@ def config(zk: KazooClient, entity_type: str, name: str) -> dict[str, str] | Non
 
 
 def start(zk: KazooClient, zk_chroot: str, agents: Agents, candidates: Candidates, produce: int) -> None:
-    for b in (1, 2, 3):
-        agents.start(b, "--produce-rate", str(produce), "--message-size", str(SIZE))
+    agents.start_all((1, 2, 3), "--produce-rate", str(produce), "--message-size", str(SIZE))
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     ZkStore(zk).create_topic("orders", {0: [1, 2]})

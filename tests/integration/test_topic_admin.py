@@ -265,8 +265,7 @@ def test_a_real_controller_acts_on_what_the_api_writes(
     agents = Agents(zk_chroot, tmp_path)
     candidates = Candidates(zk_chroot)
     try:
-        for b in (1, 2):
-            agents.start(b)
+        agents.start_all((1, 2))
         candidates.start(100)
         client = _client()
 

@@ -66,7 +66,7 @@ def _leaders(zk: KazooClient, partitions: int) -> list[tuple[int, list[int]]]:
 def test_anyone_reads_only_the_owner_writes_and_the_cluster_still_works(
     zk: KazooClient, owner: KazooClient, agents: Agents, candidates: Candidates
 ) -> None:
-    running = {b: agents.start(b) for b in (1, 2)}
+    running = agents.start_all((1, 2))
     assignment = {0: [1, 2], 1: [2, 1]}
     ZkStore(owner).create_topic("orders", assignment)
     candidates.start(100)
