@@ -142,18 +142,24 @@ def zk_chroot(zk_server: ZooKeeperServer) -> Iterator[str]:
     admin.start(timeout=15)
     try:
         admin.ensure_path(root)
-    finally:
+    except BaseException:
         admin.stop()
         admin.close()
+        raise
     try:
         yield zk_server.connect_string + root
     finally:
-        # A fresh session for the clean-up: a test that stopped ZooKeeper (healthz, reliability) can
-        # outlast a session opened before it, and the expired session fails the delete.
+        # The same session cleans up when it is still connected (one connection per test, not two).
+        # A test that stopped ZooKeeper (healthz, reliability) can outlast that session, and an
+        # expired or reconnecting session fails the delete: a fresh one does it then.
         if not zk_server.ready():
             zk_server.start()
-        cleaner = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
-        cleaner.start(timeout=15)
+        cleaner = admin
+        if not admin.connected:
+            admin.stop()
+            admin.close()
+            cleaner = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
+            cleaner.start(timeout=15)
         try:
             delete_tree(cleaner, root)
         finally:
