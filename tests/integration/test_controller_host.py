@@ -91,51 +91,37 @@ def _controller_id(zk: KazooClient) -> int | None:
         return None
 
 
-def _start_pair(zk: KazooClient, conn: redis.Redis, workers: Workers, elected: str | None = None) -> tuple[int, int]:
-    """Start workers 100 and 101 at once; (active, standby) once one holds /controller and the other
-    reports itself a standby.
-
-    Both boot together (a Celery worker's start-up is most of a test here) and race for /controller,
-    as two workers do when they come up after a deploy. ``elected``: a znode the winner writes, waited
-    for before the winner is read.
-    """
-    workers.start(100)
-    workers.start(101)
-    if elected is not None:
-        wait_for(lambda: zk.exists(elected) is not None, timeout=60, what="the elected controller acts")
-    wait_for(lambda: _controller_id(zk) in (100, 101), timeout=60, what="a worker elected")
-    active = _controller_id(zk)
-    assert active is not None
-    standby = 201 - active
-    wait_for(lambda: conn.hget(f"kcp:hosttest:controller:{standby}", "active") == "0", timeout=60, what="standby up")
-    return active, standby
-
-
 def test_two_workers_give_one_active_controller_and_a_hot_standby(
     zk: KazooClient, redis_url: str, workers: Workers, tmp_path: Path
 ) -> None:
+    workers.start(100)
+    wait_for(lambda: _controller_id(zk) == 100, timeout=60, what="worker 100 elected")
+    workers.start(101)
     conn = redis.Redis.from_url(redis_url, decode_responses=True)
-    active, standby = _start_pair(zk, conn, workers)
-    assert conn.hget(f"kcp:hosttest:controller:{active}", "active") == "1"
-    assert conn.hget(f"kcp:hosttest:controller:{active}", "epoch") == "1"
+    wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby status")
+    assert conn.hget("kcp:hosttest:controller:100", "active") == "1"
+    assert conn.hget("kcp:hosttest:controller:100", "epoch") == "1"
 
-    workers.stop(active)  # warm shutdown: resigns and deletes /controller
-    wait_for(lambda: _controller_id(zk) == standby, timeout=30, what="standby takes over")
+    workers.stop(100)  # warm shutdown: resigns and deletes /controller
+    wait_for(lambda: _controller_id(zk) == 101, timeout=30, what="standby takes over")
     assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 2
 
     entries: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
     records = [json.loads(fields["r"]) for _, fields in entries]
     failovers = [(r["controller_id"], r["controller_epoch"]) for r in records if r["kind"] == "failover"]
-    assert failovers == [(active, 1), (standby, 2)]
-    assert any(r["kind"] == "resignation" and r["controller_id"] == active for r in records)
+    assert failovers == [(100, 1), (101, 2)]
+    assert any(r["kind"] == "resignation" and r["controller_id"] == 100 for r in records)
     assert list((tmp_path / "scl" / "hosttest").glob("state-change-*.jsonl"))
 
 
 def test_sigkill_of_the_active_controller_elects_the_standby_with_epoch_2(zk: KazooClient, workers: Workers) -> None:
+    workers.start(100)
+    wait_for(lambda: _controller_id(zk) == 100, timeout=60, what="worker 100 elected")
+    workers.start(101)
     conn = redis.Redis.from_url(workers.redis_url, decode_responses=True)
-    active, standby = _start_pair(zk, conn, workers)
-    workers.stop(active, signal.SIGKILL)  # no resignation: the ephemeral goes with the session
-    wait_for(lambda: _controller_id(zk) == standby, timeout=30, what="standby elected after the session expires")
+    wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
+    workers.stop(100, signal.SIGKILL)  # no resignation: the ephemeral goes with the session
+    wait_for(lambda: _controller_id(zk) == 101, timeout=30, what="standby elected after the session expires")
     assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 2
 
 
@@ -158,13 +144,16 @@ def test_a_paused_controller_whose_session_expired_cannot_act_and_resigns(
             registrations.append(c)
             ZkStore(c).register_broker(BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),)))
         store.create_topic("orders", {0: [1, 2], 1: [2, 1]})
-        conn = redis.Redis.from_url(redis_url, decode_responses=True)
+        workers.start(100)
         state_path = paths.partition_state_path(TopicPartition("orders", 1))
-        zombie, standby = _start_pair(zk, conn, workers, elected=state_path)
+        wait_for(lambda: zk.exists(state_path) is not None, timeout=60, what="controller 100 elects leaders")
+        workers.start(101)
+        conn = redis.Redis.from_url(redis_url, decode_responses=True)
+        wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
 
-        workers.procs[zombie].send_signal(signal.SIGSTOP)  # a long GC pause, as far as ZooKeeper can tell
+        workers.procs[100].send_signal(signal.SIGSTOP)  # a long GC pause, as far as ZooKeeper can tell
         try:
-            wait_for(lambda: _controller_id(zk) == standby, timeout=30, what="standby elected while paused")
+            wait_for(lambda: _controller_id(zk) == 101, timeout=30, what="standby elected while 100 is paused")
             assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 2
             # Change the cluster while the zombie sleeps: topic creation for the new controller to handle.
             store.create_topic("late", {0: [1, 2]})
@@ -181,24 +170,22 @@ def test_a_paused_controller_whose_session_expired_cannot_act_and_resigns(
             ]
             before = zk_write_stamps(zk, watched)
         finally:
-            workers.procs[zombie].send_signal(signal.SIGCONT)
+            workers.procs[100].send_signal(signal.SIGCONT)
         # The zombie wakes up with a dead session: it must resign, not act.
         wait_for(
-            lambda: conn.hget(f"kcp:hosttest:controller:{zombie}", "active") == "0",
+            lambda: conn.hget("kcp:hosttest:controller:100", "active") == "0",
             timeout=30,
             what="the paused controller reports itself inactive",
         )
-        assert _controller_id(zk) == standby
+        assert _controller_id(zk) == 101
         entries: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
         records = [json.loads(f["r"]) for _, f in entries]
-        after_pause = [r for r in records if r["controller_id"] == zombie and r["kind"] in ("election", "isr_change")]
+        after_pause = [r for r in records if r["controller_id"] == 100 and r["kind"] in ("election", "isr_change")]
         assert all(r["controller_epoch"] == 1 for r in after_pause)
 
         def zombie_resigned() -> bool:
             raw: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
-            return any(
-                (r := json.loads(f["r"]))["kind"] == "resignation" and r["controller_id"] == zombie for _, f in raw
-            )
+            return any((r := json.loads(f["r"]))["kind"] == "resignation" and r["controller_id"] == 100 for _, f in raw)
 
         wait_for(zombie_resigned, timeout=30, what="the zombie records its resignation")
         # The zombie woke up, resigned and wrote nothing: no state znode, nor /controller or
@@ -216,8 +203,11 @@ def test_a_paused_controller_whose_session_expired_cannot_act_and_resigns(
 def test_removing_the_cluster_resigns_its_candidates_without_a_needless_election(
     zk: KazooClient, redis_url: str, workers: Workers
 ) -> None:
+    workers.start(100)
+    wait_for(lambda: _controller_id(zk) == 100, timeout=60, what="worker 100 elected")
+    workers.start(101)
     conn = redis.Redis.from_url(redis_url, decode_responses=True)
-    active, standby = _start_pair(zk, conn, workers)
+    wait_for(lambda: conn.hget("kcp:hosttest:controller:101", "active") == "0", timeout=60, what="standby up")
     manage(
         workers.env,
         "shell",
@@ -225,10 +215,10 @@ def test_removing_the_cluster_resigns_its_candidates_without_a_needless_election
         "from dashboard.clusters.models import Cluster; Cluster.objects.filter(name='hosttest').delete()",
     )
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is None, timeout=30, what="the active candidate resigned")
-    wait_for(lambda: not conn.exists(f"kcp:hosttest:controller:{standby}"), timeout=30, what="the standby stopped")
+    wait_for(lambda: not conn.exists("kcp:hosttest:controller:101"), timeout=30, what="the standby stopped")
     time.sleep(2.0)  # a standby still running would have been elected by now
     assert zk.exists(paths.CONTROLLER_PATH) is None
     assert int(zk.get(paths.CONTROLLER_EPOCH_PATH)[0]) == 1  # no second election on the way out
     entries: list[tuple[str, dict[str, str]]] = conn.xrange("kcp:hosttest:state-changes")  # type: ignore[assignment]
     records = [json.loads(f["r"]) for _, f in entries]
-    assert any(r["kind"] == "resignation" and r["controller_id"] == active for r in records)
+    assert any(r["kind"] == "resignation" and r["controller_id"] == 100 for r in records)
