@@ -98,12 +98,15 @@ def web(
         "PYTHONUNBUFFERED": "1",
     }
     install_migrated(migrated_db_template, env)
-    manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
+    # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
+    # real ensure_cluster command (call_command) and creates the operator.
     manage(
         env,
         "shell",
         "-c",
+        "from django.core.management import call_command; "
         "from django.contrib.auth.models import Group, User; "
+        f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
         f"u = User.objects.create_user('otto', password='{PASSWORD}'); "
         "u.groups.add(Group.objects.get(name='operator'))",
     )

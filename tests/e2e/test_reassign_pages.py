@@ -89,12 +89,15 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: 
         wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 2))) is not None, what="states")
 
         install_migrated(migrated_db_template, env)
-        manage(env, "ensure_cluster", "--name", "e2e", "--zookeeper", zk_chroot, "--mode", "managed")
+        # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
+        # real ensure_cluster command (call_command) and creates the operator.
         manage(
             env,
             "shell",
             "-c",
+            "from django.core.management import call_command; "
             "from django.contrib.auth.models import Group, User; "
+            f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
             f"u = User.objects.create_user('olive', password='{PASSWORD}'); "
             "u.groups.add(Group.objects.get(name='operator'))",
         )
