@@ -14,7 +14,8 @@ import os
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TypedDict
@@ -34,7 +35,30 @@ TOPIC: Final = "orders"
 ASSIGNMENT: Final = {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in range(6)}
 BROKERS: Final = (1, 2, 3)
 
-#: ``celery worker`` of the project's app, as production runs it (the argv up to the worker options).
+#: The run lease of the rig's workers (workers/action_lease.py: production holds it 10 s, renewed every
+#: 2 s). A copy waits up to one lease period for another's lease, so the rig shortens both, keeping the
+#: same ratio of five heartbeats per lease: the same claims, take-overs and renewals in less waiting.
+LEASE_S: Final = 4.0
+HEARTBEAT_S: Final = 0.8
+
+
+def worker_command(transport_options: Mapping[str, float] | None = None) -> tuple[str, ...]:
+    """``celery worker`` of the project's app with the rig's lease (and Redis ``transport_options``,
+    e.g. a shortened visibility timeout); the argv up to the worker options."""
+    return (
+        sys.executable,
+        "-c",
+        "import sys\n"
+        "from django.conf import settings\n"
+        "from dashboard.celery import app\n"
+        f"settings.ACTION_LEASE_S = {LEASE_S!r}\n"
+        f"settings.ACTION_LEASE_HEARTBEAT_S = {HEARTBEAT_S!r}\n"
+        + (f"app.conf.broker_transport_options = {dict(transport_options)!r}\n" if transport_options else "")
+        + "app.worker_main(sys.argv[1:])\n",
+        "worker",
+    )
+
+
 #: Runs of each Celery fault test: 2 in the per-PR tier; the plan's pass figure is 20/20
 #: (``RELIABILITY_RUNS=20 scripts/test tests/reliability/test_f16* tests/reliability/test_f17*``).
 RUNS: Final = int(os.environ.get("RELIABILITY_RUNS", "2"))
@@ -146,7 +170,7 @@ def queued_election(env: dict[str, str], zk_chroot: str, cluster: str, template:
 def running_worker(
     env: dict[str, str], command: Sequence[str], *, concurrency: int, name: str, log: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``command`` (a ``celery worker`` argv, e.g. :data:`CELERY_WORKER`) with ``concurrency`` pool children.
+    """``command`` (a ``celery worker`` argv, e.g. :func:`worker_command`) with ``concurrency`` pool children.
 
     Logs to ``log``; runs in a session of its own, SIGKILLed as a group on exit.
     """

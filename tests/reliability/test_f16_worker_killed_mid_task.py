@@ -34,9 +34,9 @@ from tests.reliability.celery_rig import (
     queued_election,
     running_worker,
     seeded_cluster,
+    worker_command,
     worker_env,
 )
-from tests.support.processes import CELERY_WORKER
 from tests.support.zk import wait_for
 
 pytestmark = pytest.mark.slow
@@ -63,7 +63,7 @@ def test_f16_worker_killed_mid_task_has_one_effect(
     with seeded_cluster(zk_chroot) as (zk, candidates):
         pk = queued_election(env, zk_chroot, cluster="f16", template=migrated_db_template)
         with running_worker(
-            env, CELERY_WORKER, concurrency=1, name=f"f16-{run}-{os.getpid()}@%h", log=log_path
+            env, worker_command(), concurrency=1, name=f"f16-{run}-{os.getpid()}@%h", log=log_path
         ) as worker:
             # The first batch is written and the task waits for a controller: kill the child there.
             wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is not None, timeout=60, what="batch 1")

@@ -17,7 +17,6 @@ Twice, as the rest of the fast tier.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from controller_core.model import TopicPartition
 from controller_core.zk import codecs, paths
 from tests.reliability.celery_rig import (
     ASSIGNMENT,
+    HEARTBEAT_S,
+    LEASE_S,
     RUNS,
     TOPIC,
     action_row,
@@ -38,25 +39,22 @@ from tests.reliability.celery_rig import (
     queued_election,
     running_worker,
     seeded_cluster,
+    worker_command,
     worker_env,
 )
 from tests.support.zk import wait_for
-from workers.action_lease import HEARTBEAT_S, LEASE_S
 
 pytestmark = pytest.mark.slow
 
 VISIBILITY_TIMEOUT_S: Final = 2
 
-#: The worker: the project's Celery app with the Redis transport's visibility timeout shortened and its
-#: restore sweep run every second (kombu's defaults scan every 100 s), then ``celery worker`` argv.
-WORKER: Final = f"""
-import sys
-from dashboard.celery import app
-app.conf.broker_transport_options = {{
-    "visibility_timeout": {VISIBILITY_TIMEOUT_S}, "unacked_restore_interval": 1, "unacked_restore_throttle": 1,
-}}
-app.worker_main(sys.argv[1:])
-"""
+#: The worker's Redis transport: the visibility timeout shortened and its restore sweep run every second
+#: (kombu's defaults scan every 100 s).
+TRANSPORT: Final = {
+    "visibility_timeout": VISIBILITY_TIMEOUT_S,
+    "unacked_restore_interval": 1,
+    "unacked_restore_throttle": 1,
+}
 
 
 def _duplicates(db: Path, pk: int) -> list[dict[str, Any]]:
@@ -88,8 +86,9 @@ def test_f17_task_outliving_the_visibility_timeout_has_one_effect(
     log_path = tmp_path / "worker.log"
     with seeded_cluster(zk_chroot) as (zk, candidates):
         pk = queued_election(env, zk_chroot, cluster="f17", template=migrated_db_template)
-        worker_command = (sys.executable, "-c", WORKER, "worker")
-        with running_worker(env, worker_command, concurrency=2, name=f"f17-{run}-{os.getpid()}@%h", log=log_path):
+        with running_worker(
+            env, worker_command(TRANSPORT), concurrency=2, name=f"f17-{run}-{os.getpid()}@%h", log=log_path
+        ):
             # The first batch is written and the first copy waits for a controller.
             wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is not None, timeout=60, what="batch 1")
             wait_for(lambda: action_row(db, pk)["outcome"].get("journal", {}).get("submitted"), timeout=30)
