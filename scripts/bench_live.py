@@ -35,6 +35,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,7 +48,7 @@ if str(REPO) not in sys.path:
 
 from controller_core.model import TopicPartition  # noqa: E402
 from scripts.devservices import process_cpu_seconds  # noqa: E402
-from scripts.support.live_rig import PASSWORD, LiveRig  # noqa: E402
+from scripts.support.live_rig import PASSWORD, LiveRig, migrate_into  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -240,11 +241,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--mirror-wrapper", type=Path, help="run the mirror as `python WRAPPER manage.py run_mirror ...` (a profiler)"
     )
+    parser.add_argument(
+        "--db-template", type=Path, help="a migrated SQLite database to copy (default: migrate once for every mode)"
+    )
+    parser.add_argument(
+        "--pause-s", type=float, default=2.0, help="quiet time before the failover (the mirror's start-up reads settle)"
+    )
     args = parser.parse_args(argv)
     if args.failover > args.partitions:
         parser.error("--failover cannot exceed --partitions")
     if min(args.partitions, args.topics, args.failover, args.batch) < 1:
         parser.error("--partitions, --topics, --failover and --batch must be positive")
+    if args.pause_s < 0:
+        parser.error("--pause-s cannot be negative")
+    if args.db_template is not None and not args.db_template.is_file():
+        parser.error(f"--db-template {args.db_template} is not a file")
     if args.partitions < args.topics:
         parser.error("--partitions must be at least --topics")
     if not Path(CHROMIUM).exists():
@@ -253,8 +264,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = ["managed", "observed"] if args.mode == "both" else [args.mode]
     results: dict[str, dict[str, Any]] = {}
     timelines: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        results[mode], timelines[mode] = run_mode(args, mode)
+    from playwright.sync_api import sync_playwright
+
+    # One migration and one chromium for every mode (each mode still gets fresh services, a fresh
+    # database copy, web, mirror and browser context).
+    with tempfile.TemporaryDirectory(prefix="bench-live-db-") as scratch, sync_playwright() as pw:
+        template = args.db_template or migrate_into(Path(scratch))
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for mode in modes:
+                results[mode], timelines[mode] = run_mode(args, mode, browser, template)
+        finally:
+            browser.close()
     summary = {
         "modes": results,
         "targets": {"p99_ms": TARGET_P99_MS, "longest_task_ms": TARGET_LONGEST_TASK_MS},
@@ -269,8 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if summary["targets_met"] else 1
 
 
-def run_mode(args: argparse.Namespace, mode: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One full run (private services, web, mirror, browser) of ``mode``: its figures and timeline."""
+def run_mode(
+    args: argparse.Namespace, mode: str, browser: Any, db_template: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One full run (private services, web, mirror, a browser context) of ``mode``: its figures and timeline."""
     from dashboard.lib.redis_keys import state_change_stream_key
 
     t0 = time.monotonic()
@@ -281,28 +304,27 @@ def run_mode(args: argparse.Namespace, mode: str) -> tuple[dict[str, Any], dict[
         batch=args.batch,
         mode=mode,
         keep=args.keep,
+        db_template=db_template,
     ) as rig:
         print(f"bench_live: wrote {rig.total} partitions in {time.monotonic() - t0:.1f} s ({rig.tmp})", flush=True)
+        rig.start_web(1)  # it boots while the users are created
         (user,) = rig.create_users(1)
-        rig.start_web(1)
         rig.start_mirror(wrapper=args.mirror_wrapper)
         rig.web_ready()
-        return measure(args, mode, rig, user, state_change_stream_key("bench") if mode == "managed" else None)
+        return measure(args, mode, rig, user, state_change_stream_key("bench") if mode == "managed" else None, browser)
 
 
 def measure(
-    args: argparse.Namespace, mode: str, rig: LiveRig, user: str, stream_key: str | None
+    args: argparse.Namespace, mode: str, rig: LiveRig, user: str, stream_key: str | None, browser: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The failover and recovery with the diagram open in chromium: figures and timeline."""
-    from playwright.sync_api import sync_playwright
-
     writer, rds, initial, total, logs = rig.writer, rig.redis, rig.initial, rig.total, rig.logs
     port = rig.port
     failing = [tp for tp, (leader, _e, _i) in initial.items() if leader == 1]
     batches = [failing[i : i + args.batch] for i in range(0, len(failing), args.batch)]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
         page.add_init_script(LONGTASK_OBSERVER)
         base = f"http://127.0.0.1:{port}"
         page.goto(base + "/accounts/login/")
@@ -329,7 +351,7 @@ def measure(
                 if time.monotonic() > deadline:
                     raise RuntimeError("the mirror never applied the controller's state snapshot")
                 time.sleep(0.2)
-        time.sleep(2.0)
+        time.sleep(args.pause_s)
         page.evaluate("window.__kcpTrace.length = 0; window.__longtasks && (window.__longtasks.length = 0)")
 
         phase_start = time.time() * 1000.0
@@ -348,7 +370,8 @@ def measure(
         time.sleep(1.0)
         trace = page.evaluate("window.__kcpTrace")
         tasks = page.evaluate("window.__longtasks") or []
-        browser.close()
+    finally:
+        context.close()
 
     sizes = [len(b) for b in batches]
     lat_down = [

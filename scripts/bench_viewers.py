@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -53,7 +54,7 @@ if str(REPO) not in sys.path:
 from controller_core.model import TopicPartition  # noqa: E402
 from scripts.bench_live import CHROMIUM, CHROMIUM_ARGS, Seq, controller_snapshot, fail_over, layout_member, recover  # noqa: E402
 from scripts.devservices import process_cpu_seconds  # noqa: E402
-from scripts.support.live_rig import PASSWORD, LiveRig, as_json_ready, process_rss_bytes  # noqa: E402
+from scripts.support.live_rig import PASSWORD, LiveRig, as_json_ready, migrate_into, process_rss_bytes  # noqa: E402
 
 TOPIC = "bench-0000"
 BROKER = 2
@@ -210,7 +211,7 @@ class Browsers:
             self._pw.stop()
 
 
-def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
+def run_count(args: argparse.Namespace, count: int, db_template: Path) -> dict[str, Any]:
     with LiveRig(
         partitions=args.partitions,
         topics=args.topics,
@@ -218,12 +219,15 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
         batch=args.batch,
         mode=args.mode,
         keep=args.keep,
+        db_template=db_template,
     ) as rig:
-        users = rig.create_users(max(1, min(count, 10)))
-        rig.start_web(args.web_processes)
+        started = time.monotonic()
+        rig.start_web(args.web_processes)  # they boot while the users are created
+        users = rig.create_users(args.users or max(1, min(count, 10)))
         rig.start_mirror()
         rig.web_ready()
         rig.wait_synced()
+        print(f"bench_viewers: web up and mirror synced in {time.monotonic() - started:.1f} s", flush=True)
         stream_key = "kcp:bench:state-changes" if args.mode == "managed" else None
         seq = Seq()
         if stream_key is not None:
@@ -235,6 +239,7 @@ def run_count(args: argparse.Namespace, count: int) -> dict[str, Any]:
                     raise RuntimeError("the mirror never applied the controller's state snapshot")
                 time.sleep(0.2)
         sessions = [login(rig.base_url, u) for u in users]
+        print(f"bench_viewers: {len(users)} users logged in ({time.monotonic() - started:.1f} s)", flush=True)
         names = list(PAGES)
         viewers = [Viewer(names[i % len(names)], PAGES[names[i % len(names)]]) for i in range(count)]
         pool = ViewerPool(rig, viewers, [cookie for _, cookie in sessions])
@@ -402,8 +407,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="10,000 partitions (10 topics), 2,000 lost; 10, 50 viewers"
     )
+    parser.add_argument(
+        "--users", type=int, default=0, help="distinct users the viewers log in as (default: min(viewers, 10))"
+    )
     parser.add_argument("--json", type=Path, help="also write the summary here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories (logs, database)")
+    parser.add_argument(
+        "--db-template", type=Path, help="a migrated SQLite database to copy (default: migrate once for every count)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.partitions, args.topics, args.failover, args.batch = 10_000, 10, 2_000, 500
@@ -420,14 +431,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--partitions, --topics, --failover, --batch and --web-processes must be positive")
     if args.failover > args.partitions or args.partitions < args.topics:
         parser.error("need --failover <= --partitions and --topics <= --partitions")
+    if args.db_template is not None and not args.db_template.is_file():
+        parser.error(f"--db-template {args.db_template} is not a file")
+    if args.users < 0:
+        parser.error("--users cannot be negative")
     if args.browsers and not Path(CHROMIUM).exists():
         print("bench_viewers: Debian's chromium (/usr/bin/chromium) is required (or --browsers 0)", file=sys.stderr)
         return 2
     runs = []
-    for count in counts:
-        print(f"bench_viewers: {count} viewers, {args.partitions} partitions, {args.mode} mode", flush=True)
-        runs.append(run_count(args, count))
-        print(json.dumps(as_json_ready(runs[-1])), flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-viewers-db-") as scratch:
+        template = args.db_template or migrate_into(Path(scratch))
+        for count in counts:
+            print(f"bench_viewers: {count} viewers, {args.partitions} partitions, {args.mode} mode", flush=True)
+            runs.append(run_count(args, count, template))
+            print(json.dumps(as_json_ready(runs[-1])), flush=True)
     summary = as_json_ready(
         {
             "mode": args.mode,

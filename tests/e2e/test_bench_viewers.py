@@ -19,7 +19,7 @@ from scripts.devservices import REPO_ROOT
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed")
 
 
-def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path) -> None:
+def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path, migrated_db_template: Path) -> None:
     out = tmp_path / "viewers.json"
     tiny = ["--partitions", "400", "--topics", "4", "--failover", "80", "--batch", "40"]
     done = subprocess.run(
@@ -29,12 +29,16 @@ def test_a_tiny_run_with_two_web_processes_completes_and_parses(tmp_path: Path) 
             *tiny,
             "--viewers",
             "12",
+            "--users",
+            "2",  # each user costs a password hash to create and one to log in
             "--browsers",
             "1",
             "--web-processes",
             "2",
             "--settle-s",
             "60",
+            "--db-template",
+            str(migrated_db_template),  # the session's: one migration fewer
             "--json",
             str(out),
         ],

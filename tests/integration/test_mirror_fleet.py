@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 import redis
+from django.db import OperationalError
 from kazoo.client import KazooClient
 
 from dashboard.clusters import hosting, layout
@@ -27,6 +28,25 @@ from workers.mirror.fleet import MirrorFleet
 from workers.mirror.publish import RecordingPublisher
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+T = TypeVar("T")
+
+
+def registry_write(write: Callable[[], T], timeout: float = 5.0) -> T:
+    """A registry write while the fleet's thread may be reading the registry.
+
+    SQLite's shared in-memory test database answers "database table is locked" at once, without
+    the busy wait a database file or PostgreSQL gives, when the write meets a read in progress on
+    the fleet's connection (every ``poll_s``; under load the reads last long enough to be met).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return write()
+        except OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _fleet(redis_url: str, **kwargs: object) -> MirrorFleet:
@@ -70,16 +90,18 @@ def test_a_registered_cluster_is_mirrored_repointed_and_stopped_without_restart(
     fleet = _fleet(redis_url)
     fleet.start()
     try:
-        Cluster.objects.create(name="late", zookeeper_connect=zk_chroot, mode="observed")
+        registry_write(lambda: Cluster.objects.create(name="late", zookeeper_connect=zk_chroot, mode="observed"))
         wait_for(lambda: _int(client, layout.counts_key("late"), "partitions") == 4, timeout=10, what="mirrored")
         assert _int(client, layout.counts_key("late"), "brokers") == 3
 
-        Cluster.objects.filter(name="late").update(zookeeper_connect=second_chroot)  # edited: another tree
+        registry_write(
+            lambda: Cluster.objects.filter(name="late").update(zookeeper_connect=second_chroot)
+        )  # edited: another tree
         wait_for(lambda: _int(client, layout.counts_key("late"), "partitions") == 2, timeout=10, what="re-pointed")
         assert _int(client, layout.counts_key("late"), "brokers") == 1
         assert client.get(layout.lock_key("late")) == fleet.token.encode()
 
-        Cluster.objects.filter(name="late").delete()
+        registry_write(lambda: Cluster.objects.filter(name="late").delete())
         wait_for(lambda: "late" not in fleet.held, timeout=10, what="mirror stopped")
         wait_for(lambda: not client.exists(layout.meta_key("late")), timeout=5, what="snapshot deleted")
         assert client.get(layout.lock_key("late")) is None
@@ -215,7 +237,7 @@ def test_a_repointed_mirror_starts_only_after_the_old_one_stopped_and_the_fleet_
     fleet.start()
     try:
         wait_for(lambda: _int(client, layout.counts_key("slow"), "partitions") == 4, timeout=10, what="mirrored")
-        Cluster.objects.filter(name="slow").update(zookeeper_connect=second_chroot)
+        registry_write(lambda: Cluster.objects.filter(name="slow").update(zookeeper_connect=second_chroot))
         wait_for(lambda: "slow" in fleet.stopping, timeout=5, what="the old mirror asked to stop")
         before = _presence_at(client, fleet.token)
         time.sleep(2.0)  # the old mirror is stuck in close(), well past stop_timeout_s
@@ -244,7 +266,7 @@ def test_a_removed_cluster_is_deleted_only_after_its_mirror_stopped_with_its_hos
     try:
         wait_for(lambda: _int(client, layout.counts_key("drop"), "partitions") == 4, timeout=10, what="mirrored")
         client.hset(hosting.cluster_hosting_key("drop"), "controller_active_at", 1)
-        Cluster.objects.filter(name="drop").delete()
+        registry_write(lambda: Cluster.objects.filter(name="drop").delete())
         wait_for(lambda: "drop" in fleet.stopping, timeout=5, what="the mirror asked to stop")
         time.sleep(1.5)
         assert client.exists(layout.meta_key("drop"))  # not deleted under a mirror that still runs
@@ -270,8 +292,12 @@ def test_an_empty_registry_is_believed_only_after_it_stays_empty(
     fleet.start()
     try:
         wait_for(lambda: _int(client, layout.counts_key("only"), "partitions") == 4, timeout=10, what="mirrored")
-        with connection.cursor() as cursor:  # what a swapped or restored database reads like: no tombstone
-            cursor.execute(f"DELETE FROM {Cluster._meta.db_table}")
+
+        def wipe() -> None:  # what a swapped or restored database reads like: no tombstone
+            with connection.cursor() as cursor:
+                cursor.execute(f"DELETE FROM {Cluster._meta.db_table}")
+
+        registry_write(wipe)
         time.sleep(1.5)  # several passes
         assert "only" in fleet.held and client.exists(layout.meta_key("only"))
         wait_for(lambda: not client.exists(layout.meta_key("only")), timeout=8, what="believed, then deleted")
@@ -293,10 +319,12 @@ def test_the_last_cluster_removed_through_django_stops_at_once(
     fleet.start()
     try:
         wait_for(lambda: _int(client, layout.counts_key("last"), "partitions") == 4, timeout=10, what="mirrored")
-        Cluster.objects.filter(name="last").delete()
+        registry_write(lambda: Cluster.objects.filter(name="last").delete())
         wait_for(lambda: not client.exists(layout.meta_key("last")), timeout=8, what="stopped and deleted")
         assert "last" not in fleet.held and client.exists("kcp:last:removed")
-        Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")  # registered again
+        registry_write(
+            lambda: Cluster.objects.create(name="last", zookeeper_connect=zk_chroot, mode="observed")
+        )  # registered again
         assert not client.exists("kcp:last:removed")
         wait_for(lambda: "last" in fleet.held, timeout=8, what="mirrored again")
     finally:

@@ -18,6 +18,10 @@ class MirrorConfig:
     sweep_s: float | None = None  # None: 15 s observed, 60 s managed (the stream reports changes)
     sweep_chunk: int = 2_000
     refresh_chunk: int = 2_000
+    # While watched partitions may fire (observed mode, after a broker change), the work that can
+    # wait (replica-only re-derivations, follow-up reads, the sweep) goes in chunks this small, so
+    # a fired watch's read waits for at most one of them (~50 ms, not ~200 ms).
+    background_chunk: int = 500
     gc_interval_s: float = 300.0
     # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
     # stream, so they look often; a managed cluster's controller reports its elections itself.

@@ -66,6 +66,13 @@ __all__ = ["Mirror", "MirrorConfig"]
 
 logger = logging.getLogger(__name__)
 
+# The cyclic collector's youngest-generation threshold while a mirror runs (CPython's default: 700).
+# A storm replaces tens of thousands of rows (each a few container objects) between two freezes; with
+# the default, the collector ran so often that it took 40-50 % of a 50,000-row flush (measured with
+# a 100,000-partition model, process CPU time). Garbage cycles are rare here (kazoo, redis,
+# tracebacks) and the idle-time full collection still reclaims them.
+GC_YOUNG_THRESHOLD = 50_000
+
 
 class Mirror(StateReads):
     """Mirror one cluster; ``run()`` blocks, ``start()``/``stop()`` use a thread of its own.
@@ -124,8 +131,11 @@ class Mirror(StateReads):
         # Partitions to re-read soon, deduplicated, read a chunk per loop turn so the loop stays live.
         self._pending_reads: dict[TopicPartition, None] = {}
         # Rows to re-derive after a broker change, a chunk per loop turn (ordered, deduplicated: a
-        # row the controller's stream rewrites first is dropped from it, see ``_apply_stream``).
+        # row the controller's stream rewrites first is dropped from it, see ``_apply_stream``):
+        # those whose leader came or went first, then (after any changed state znodes are read)
+        # those that only host a replica on the broker (``reads.StateReads._sweep_some``).
         self._refresh_queue: dict[str, None] = {}
+        self._refresh_later: dict[str, None] = {}
         self._next_heartbeat = 0.0
         self._next_sweep = 0.0
         self._next_gc = 0.0
@@ -183,7 +193,7 @@ class Mirror(StateReads):
             timeout = min(timeout, self._first_change_at + self.config.window_s - now)
         if self._timers:
             timeout = min(timeout, self._timers[0][0] - now)
-        if self._sweep or self._pending_reads or self._refresh_queue or self._changed_reads or self._watch_queue:
+        if self._background_work():
             timeout = 0.0
         try:
             event: MirrorEvent | None = self.events.get(timeout=max(timeout, 0.0))
@@ -289,12 +299,15 @@ class Mirror(StateReads):
     def _load_brokers(self) -> None:
         before = self.state.live
         seen = self.zk.last_zxid  # before the read: a state written after the broker change is newer
-        self._refresh_queue.update(
-            dict.fromkeys(self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True))
-        )
+        members = self.state.set_brokers(zksource.read_brokers(self.zk, self._on_watch), defer=True)
         changed = before ^ self.state.live
         if not changed:
             return
+        # Rows whose leader came or went first (the page's offline count), the rest later.
+        rows = self.state.partitions
+        led = [m for m in members if (row := rows.get(m)) is not None and row.leader in changed]
+        self._refresh_queue.update(dict.fromkeys(led))
+        self._refresh_later.update(dict.fromkeys(m for m in members if m not in self._refresh_queue))
         affected: set[str] = set()
         for broker in changed:
             affected |= self.state.hosting.get(broker, set())
@@ -302,11 +315,12 @@ class Mirror(StateReads):
             partitions = [member_tp(m) for m in affected]
             # Watch the ones left without a live leader soon, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
-            # of them is then read first, whenever it comes. A chunk per loop turn, after the
-            # re-derivation that shows the failover (armed first, the failover's own leaderless
-            # writes fired 20,000 watches whose reads held that display back by seconds).
+            # of them is then read first, whenever it comes. Only those whose leader was on the
+            # broker (the others keep a live leader), armed right after their rows are re-derived
+            # (armed before, the failover's own leaderless writes fired watches whose reads held
+            # that display back by seconds), relative to a zxid seen before this change.
             self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
-            self._watch_queue.update(dict.fromkeys(partitions))
+            self._watch_queue.update(dict.fromkeys(member_tp(m) for m in led))
             self._reread(partitions)
             self._schedule_followups(partitions)
         else:
@@ -358,14 +372,16 @@ class Mirror(StateReads):
             return
         self.state.apply_records(event.records)
         self.stream_id = event.last_id
-        refresh = self._refresh_queue
+        refresh, later = self._refresh_queue, self._refresh_later
         for rec in event.records:
             if rec.get("leader_after") is not None and rec.get("topic") is not None:
                 self._confirm.add(TopicPartition(str(rec["topic"]), int(rec["partition"])))
-            if refresh and rec.get("topic") is not None and rec.get("partition") is not None:
+            if (refresh or later) and rec.get("topic") is not None and rec.get("partition") is not None:
                 # Committing a record re-derived and recounted the row with the current brokers:
                 # the refresh a broker change queued for it would only repeat that work.
-                refresh.pop(layout.member(str(rec["topic"]), int(rec["partition"])), None)
+                m = layout.member(str(rec["topic"]), int(rec["partition"]))
+                refresh.pop(m, None)
+                later.pop(m, None)
         if event.records:
             ts = event.records[-1].get("ts")
             if isinstance(ts, int | float):
@@ -389,6 +405,7 @@ class Mirror(StateReads):
         self._sweep.clear()
         self._pending_reads.clear()
         self._refresh_queue.clear()
+        self._refresh_later.clear()
         self._confirm.clear()
         self._state_watches.clear()  # watches still set only cause a harmless extra read
         self._changed_reads.clear()
@@ -428,8 +445,11 @@ class Mirror(StateReads):
         # The snapshot is a few hundred thousand long-lived objects without cycles: keep the cyclic
         # collector from walking them all again (full collections paused the loop for a second at
         # 100,000 partitions). Reference counting still frees them when they are replaced.
+        # Process-wide, like the freeze: the mirror's host (run_mirror, a worker) takes this policy.
         gc.collect()
         gc.freeze()
+        young, older, oldest = gc.get_threshold()
+        gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), older, oldest)
         self.ready.set()
         logger.info(
             "mirror of %s: resynced %d partitions, %d topics, %d brokers in %.2f s (gen %s, seq %d)",
@@ -570,7 +590,7 @@ class Mirror(StateReads):
 
     def _collect_garbage_when_idle(self, now: float) -> None:
         """Reclaim reference cycles (kazoo, redis, tracebacks) now and then, never mid-storm."""
-        idle = self._first_change_at is None and not (self._refresh_queue or self._pending_reads or self._sweep)
+        idle = self._first_change_at is None and not self._background_work()
         if idle and now >= self._next_gc:
             self._next_gc = now + self.config.gc_interval_s
             gc.unfreeze()

@@ -63,6 +63,7 @@ class StateReads:
     _next_sweep: float
     _pending_reads: dict[TopicPartition, None]
     _refresh_queue: dict[str, None]
+    _refresh_later: dict[str, None]
     _state_watches: set[TopicPartition]
     _changed_reads: dict[TopicPartition, None]
     _watch_queue: dict[TopicPartition, None]
@@ -156,25 +157,34 @@ class StateReads:
             if not self._need_resync:
                 action()
 
+    def _background_work(self) -> bool:
+        """Whether ``_sweep_some`` has something to do now (the loop then does not wait for events)."""
+        return bool(
+            self._refresh_queue
+            or self._watch_queue
+            or self._changed_reads
+            or self._refresh_later
+            or self._pending_reads
+            or self._sweep
+        )
+
     def _sweep_some(self) -> None:
-        """One chunk of background work: watched partitions that changed, re-derivations, watches to
-        arm (observed mode), then queued re-reads, then the sweep."""
-        if self._changed_reads:
-            changed = self._changed_reads
-            chunk = list(itertools.islice(changed, self.config.sweep_chunk))
-            for tp in chunk:
-                del changed[tp]
-                self._pending_reads.pop(tp, None)
-            self._read_now(chunk)
-            return
-        if self._refresh_queue and not (self.config.mode == MANAGED and self.events.qsize()):
-            # In a managed cluster the controller's records come first: they carry what the page
-            # is waiting for, and each one makes a queued refresh of its row unnecessary.
-            queue_ = self._refresh_queue
-            members = list(itertools.islice(queue_, self.config.refresh_chunk))
-            for m in members:
-                del queue_[m]
-            self.state.refresh(members)
+        """One chunk of background work, most urgent first.
+
+        1. Re-derive the rows whose leader came or went with a broker (the page's offline count).
+        2. Observed mode: arm watches on those left without a live leader.
+        3. Read the watched partitions whose state znode changed: they carry what the page waits
+           for (a new leader), and read soon, a partition written twice in a storm (leaderless,
+           then led) is read once.
+        4. Re-derive the rows that only host a replica on the broker (replica states).
+        5. Queued re-reads (follow-ups, confirmations), then the periodic sweep.
+
+        In a managed cluster the controller's records come before re-derivations: they carry what
+        the page is waiting for, and each one makes a queued refresh of its row unnecessary.
+        """
+        yield_to_stream = self.config.mode == MANAGED and self.events.qsize() > 0
+        if self._refresh_queue and not yield_to_stream:
+            self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
             return
         if self._watch_queue:
             watch_queue = self._watch_queue
@@ -186,9 +196,22 @@ class StateReads:
             # missed until the next queued read, seconds later in a storm).
             self._watch_unresolved(partitions, self._watch_since)
             return
+        if self._changed_reads:
+            changed = self._changed_reads
+            chunk = list(itertools.islice(changed, self.config.sweep_chunk))
+            for tp in chunk:
+                del changed[tp]
+                self._pending_reads.pop(tp, None)
+            self._read_now(chunk)
+            return
+        # Watches armed: one may fire any moment, and its read should not wait behind a big chunk.
+        small = self.config.background_chunk if self._state_watches else self.config.sweep_chunk
+        if self._refresh_later and not yield_to_stream:
+            self._refresh_chunk(self._refresh_later, min(small, self.config.refresh_chunk))
+            return
         if self._pending_reads:
             pending = self._pending_reads
-            chunk = list(itertools.islice(pending, self.config.sweep_chunk))
+            chunk = list(itertools.islice(pending, small))
             for tp in chunk:
                 del pending[tp]
             self._read_now(chunk)
@@ -198,5 +221,11 @@ class StateReads:
             self._sweep.extend(self._all_partitions())
             self._next_sweep = now + self.config.sweep_interval_s
         if self._sweep:
-            chunk = [self._sweep.popleft() for _ in range(min(self.config.sweep_chunk, len(self._sweep)))]
+            chunk = [self._sweep.popleft() for _ in range(min(small, len(self._sweep)))]
             self._read_now(chunk)
+
+    def _refresh_chunk(self, queue_: dict[str, None], size: int) -> None:
+        members = list(itertools.islice(queue_, size))
+        for m in members:
+            del queue_[m]
+        self.state.refresh(members)

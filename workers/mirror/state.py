@@ -256,15 +256,17 @@ class MirrorState(StateUpdates):
             _count_elements(neg, old_keys[1])
             _count_elements(tneg, old_keys[0])
         if self._recording:
-            dirty = self._dirty_counts
             tdirty = self._dirty_topic_counts.get(topic)
             if tdirty is None:
                 tdirty = self._dirty_topic_counts[topic] = set()
-            for keys in (new_keys, old_keys):
-                if keys is not None:
-                    dirty.update(keys[0])
-                    dirty.update(keys[1])
-                    tdirty.update(keys[0])
+            if new_keys is not None and old_keys is not None:  # the hot path: one call per set
+                self._dirty_counts.update(new_keys[0], new_keys[1], old_keys[0], old_keys[1])
+                tdirty.update(new_keys[0], old_keys[0])
+            else:
+                for keys in (new_keys, old_keys):
+                    if keys is not None:
+                        self._dirty_counts.update(keys[0], keys[1])
+                        tdirty.update(keys[0])
 
     @property
     def counts(self) -> Counter[str]:
