@@ -667,8 +667,6 @@ class Controller:
             adopt(self.ctx, handover.context.ctx)
             self._deferred_topic_watches = handover.zxid
             brokers = self.ctx.live_or_shutting_down_brokers()
-            for broker in brokers:
-                self._watch_broker(broker.id)
             phases.mark("warm_context")
         else:
             brokers = self._load_controller_context(phases)
@@ -697,18 +695,21 @@ class Controller:
         return brokers
 
     def _arm_deferred_topic_watches(self) -> None:
-        """The warm path's per-topic watches (assignment and config of every topic), armed once the
-        failover's requests went out, relative to the zxid the swapped-in context is current to: a
-        change since then fires at once, so none is missed (Kafka arms them before reading)."""
+        """The warm path's per-topic and per-broker watches (each topic's assignment and config, each
+        broker's registration), armed once the failover's requests went out, relative to the zxid the
+        swapped-in context is current to: a change since then fires at once, so none is missed (Kafka
+        arms them while it reads)."""
         since, self._deferred_topic_watches = self._deferred_topic_watches, None
         if since is None:
             return
         started = time.perf_counter()
-        self._watch_topics(self.ctx.all_topics, since=since)
+        brokers = sorted(self.ctx.live_or_shutting_down_broker_ids)
+        self._watch_topics(self.ctx.all_topics, since=since, brokers=brokers)
         logger.info(
-            "controller %d: %d topics' watches armed after the failover in %.0f ms",
+            "controller %d: the watches of %d topics and %d brokers armed after the failover in %.0f ms",
             self.config.controller_id,
             len(self.ctx.all_topics),
+            len(brokers),
             (time.perf_counter() - started) * 1000,
         )
 
@@ -1273,21 +1274,21 @@ class Controller:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _watch_topics(self, topics: Iterable[str], *, since: int | None = None) -> None:
+    def _watch_topics(self, topics: Iterable[str], *, since: int | None = None, brokers: Iterable[int] = ()) -> None:
         """Arm each topic's assignment and config watches in a few round trips (8,000 at a 4,000-topic
-        failover); ``since``: fire for every change after that zxid (``WatchRegistry.watch_nodes``)."""
+        failover), and ``brokers``' registration watches with them (``_watch_broker``); ``since``: fire
+        for every change after that zxid (``WatchRegistry.watch_nodes``)."""
         handlers: dict[str, Callable[[WatchEvent], ControllerEvent | None]] = {}
         for topic in topics:
             handlers[paths.topic_path(topic)] = _partition_modifications_for(topic)
             handlers[paths.topic_config_path(topic)] = _topic_config_change_for(topic)
+        for broker_id in brokers:
+            handlers[paths.broker_id_path(broker_id)] = _broker_modifications_for(broker_id)
         if handlers:
             self.watches.watch_nodes(handlers, since=since)
 
     def _watch_broker(self, broker_id: int) -> None:
-        self.watches.watch_node(
-            paths.broker_id_path(broker_id),
-            lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None,
-        )
+        self.watches.watch_node(paths.broker_id_path(broker_id), _broker_modifications_for(broker_id))
 
     def send_update_metadata(self, partitions: Sequence[TopicPartition]) -> None:
         """UpdateMetadata for ``partitions`` to every live or shutting-down broker (``ReassignmentClient``)."""
@@ -1429,6 +1430,10 @@ class _PhaseClock:
 
 def _partition_modifications_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:
     return lambda e: PartitionModifications(topic) if e.type is WatchEventType.CHANGED else None
+
+
+def _broker_modifications_for(broker_id: int) -> Callable[[WatchEvent], ControllerEvent | None]:
+    return lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None
 
 
 def _topic_config_change_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:

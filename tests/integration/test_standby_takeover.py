@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from controller_core.controller import Controller
-from controller_core.model import ReplicaAssignment
+from controller_core.model import BrokerRegistration, EndPoint, ReplicaAssignment
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from tests.support.controllers import Candidates, FakeBrokers
@@ -151,7 +151,8 @@ def test_topic_changes_made_while_a_standby_takes_over_are_handled(
 ) -> None:
     """The warm path arms the per-topic watches after its requests went out, relative to the zxid its
     context is current to: a partition addition, a topic creation and a deletion request made after the
-    hand-over and before that arming are still handled (made inside that window, deterministically)."""
+    hand-over and before that arming are still handled (made inside that window, deterministically),
+    and so is a broker's new registration (its watch is armed late too)."""
     _setup(zk, fake_brokers, candidates)
     standby = candidates.start(101)
     controller = standby.controller
@@ -170,6 +171,8 @@ def test_topic_changes_made_while_a_standby_takes_over_are_handled(
             zk.set(paths.topic_path("orders"), codecs.encode_topic_assignment(grown, orders.topic_id))
             ZkStore(zk).create_topic("fresh", {0: [1, 2, 3], 1: [2, 3, 1]})
             zk.create(f"{paths.DELETE_TOPICS_PATH}/audit", b"", makepath=True)
+            moved = BrokerRegistration(1, (EndPoint("PLAINTEXT", "127.0.0.1", 2),))
+            zk.set(paths.broker_id_path(1), codecs.encode_broker_registration(moved))
             made.append("done")
         arm()
 
@@ -180,11 +183,18 @@ def test_topic_changes_made_while_a_standby_takes_over_are_handled(
     added = (_tp("orders", 12), _tp("orders", 13), _tp("fresh", 0), _tp("fresh", 1))
     wait_for(lambda: all(zk.exists(paths.partition_state_path(tp)) is not None for tp in added), what="added led")
 
-    def seen() -> tuple[int, bool, bool]:
+    def seen() -> tuple[int, bool, bool, int]:
         ctx = controller.ctx
-        return (len(ctx.partitions_for_topic("orders")), "fresh" in ctx.all_topics, "audit" in ctx.topics_to_be_deleted)
+        broker = ctx.live_or_shutting_down_broker(1)
+        port = broker.endpoints[0].port if broker is not None else 0
+        return (
+            len(ctx.partitions_for_topic("orders")),
+            "fresh" in ctx.all_topics,
+            "audit" in ctx.topics_to_be_deleted,
+            port,
+        )
 
-    wait_for(lambda: controller.run_on_event_thread(seen) == (14, True, True), what="changes handled")
+    wait_for(lambda: controller.run_on_event_thread(seen) == (14, True, True, 2), what="changes handled")
     # And a change after the failover reaches the controller through the watches armed late.
     data, _ = zk.get(paths.topic_path("fresh"))
     fresh = codecs.decode_topic_assignment("fresh", data, {})
