@@ -1,4 +1,4 @@
-"""A candidate that keeps the failover's reads current while it waits (a warm standby).
+"""A candidate that keeps the failover's reads and its controller context current while it waits.
 
 How it follows ZooKeeper, on the candidate's own session (the one its election runs on):
 
@@ -7,7 +7,8 @@ How it follows ZooKeeper, on the candidate's own session (the one its election r
    (one entry per path: a path changed 1,000 times before it is read is read once);
 2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
 3. the follower thread re-reads what is pending as a stream of multi-reads (several in flight, each
-   sent with the oldest pending paths as soon as there is room) and applies each as it comes back.
+   sent with the oldest pending paths as soon as there is room) and applies each as it comes back,
+   to the view and then to the controller context kept from it (``standby.warm_context``).
 
 While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.buffered_reads``):
 ~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
@@ -73,7 +74,8 @@ class StandbyFollower:
 
         follower = StandbyFollower(client)
         follower.start()                    # loads, then follows; status()["standby_state"] == "warm"
-        source = follower.failover_source(store)   # on winning the election (see standby.source)
+        if follower.catch_up():             # on winning the election (see standby.source)
+            handover = follower.freeze()    # the view and the kept controller context
         ...
         follower.pause("active")            # while active; resume() after resigning
         follower.stop()
