@@ -291,6 +291,7 @@ class StandbyFollower:
             "standby_last_reload_ms": round(self.last_reload_ms, 1),
             "standby_changes_applied": self.changes_applied,
             "standby_partition_states": view.partition_state_count if view is not None else 0,
+            "standby_context": _context_status(self._context, self.keep_context),
         }
 
     def lag_samples_ms(self) -> list[float]:
@@ -530,6 +531,13 @@ class StandbyFollower:
                     pending.get(timeout=5)
             except Exception as exc:  # NOWATCHER, or no connection (the server dropped them anyway)
                 logger.debug("standby: RemoveWatches %s: %r", root, exc)
+
+
+def _context_status(context: WarmContext | None, kept: bool) -> str:
+    """``kept`` (a takeover swaps it in), ``broken: why`` (the takeover reads everything) or ``none``."""
+    if context is None:
+        return "none" if not kept else "not built"
+    return "kept" if context.broken is None else f"broken: {context.broken}"
 
 
 def _children(client: KazooClient, path: str) -> list[str]:

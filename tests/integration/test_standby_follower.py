@@ -117,6 +117,7 @@ def test_catch_up_is_proven_by_one_round_trip(follower: StandbyFollower, zk: Kaz
     assert_same(warm_read(view), full_read(ZkStore(zk)))
     assert_context_is_a_cold_load(follower, zk)
     assert follower.status()["standby_lag_p99_ms"] >= 0
+    assert follower.status()["standby_context"] == "kept"
 
 
 def test_backlog_overflow_reloads_and_says_so(zk_chroot: str, zk: KazooClient) -> None:
