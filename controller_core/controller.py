@@ -93,7 +93,7 @@ from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.standby import FailoverSource, StandbyFollower
-from controller_core.standby.warm_context import adopt
+from controller_core.standby.warm_context import adopt, start_partition_state_machine
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
@@ -611,7 +611,10 @@ class Controller:
         phases.mark("topic_deletion_and_brokers_update")
         self.replica_sm.startup()
         phases.mark("replica_state_machine")
-        self.partition_sm.startup()
+        if read_path["path"] == "warm":  # the kept context holds the initial partition states already
+            start_partition_state_machine(self.partition_sm, self.ctx, self.scl)
+        else:
+            self.partition_sm.startup()
         phases.mark("partition_state_machine")
         self.reassignment.initialize()
         self.deletion.try_topic_deletion()

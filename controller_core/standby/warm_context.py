@@ -39,7 +39,10 @@ from typing import Any
 from controller_core.context import ControllerContext
 from controller_core.errors import IllegalStateError
 from controller_core.model import TopicPartition
+from controller_core.partition_state_machine import ElectionResults, PartitionStateMachine
+from controller_core.record_kinds import RecordKind
 from controller_core.standby.view import ClusterView, Kind, Target
+from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.zk.codecs import TopicAssignment
 
@@ -260,6 +263,30 @@ class WarmContext:
     def _break(self, exc: Exception) -> None:
         self.broken = f"the view holds what a failover rejects: {exc}"
         logger.warning("standby: %s; the next failover reads everything", self.broken)
+
+
+def start_partition_state_machine(
+    partition_sm: PartitionStateMachine, ctx: ControllerContext, log: StateChangeLogger
+) -> ElectionResults:
+    """``PartitionStateMachine.startup`` on an adopted kept context: its initial states are already
+    there (derived as ``startup`` derives them), so only the summary record and the elections remain.
+
+    Why deriving them before the replica state machine's start-up (as the standby does) gives what
+    the cold order gives: a partition's initial state depends only on whether its leader is live, and
+    that start-up's only leadership change is an ISR shrink of a replica on a dead broker, which sets
+    the leader to -1 only where it was that dead broker (not live either way); a controller's earlier
+    elections are all in the context (caught up to the election) and brokers never change leaders.
+    """
+    by_state = ctx.table.by_state
+    new, offline = len(by_state[_P.NEW]), len(by_state[_P.OFFLINE])
+    others = sum(len(ids) for state, ids in by_state.items() if state not in (_P.NEW, _P.OFFLINE))
+    counts = {
+        str(_P.NEW): new,
+        str(_P.ONLINE): ctx.table.state_count - new - offline - others,
+        str(_P.OFFLINE): offline,
+    }
+    log.record(RecordKind.STATES_INITIALIZED, machine="partition", counts=counts)
+    return partition_sm.trigger_online_partition_state_change()
 
 
 def adopt(target: ControllerContext, source: ControllerContext) -> None:

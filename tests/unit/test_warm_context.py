@@ -1,6 +1,7 @@
 """The warm standby's kept controller context, in memory: changed path by path it stays equal to a
 cold failover's load of the same cluster (with the state machines' initial states), and a failover's
-start-up run on it does exactly what it does on a cold load (same requests, same context after).
+start-up run on it (the partition state machine's without deriving again) does exactly what it does
+on a cold load (same requests, writes, records and context after).
 The same comparison against a real ZooKeeper: tests/integration/test_standby_follower.py."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from controller_core.model import (
     TopicPartition,
 )
 from controller_core.standby.view import ClusterView, Kind, Target
-from controller_core.standby.warm_context import IDENTITY_FIELDS, WarmContext, adopt
+from controller_core.standby.warm_context import IDENTITY_FIELDS, WarmContext, adopt, start_partition_state_machine
 from controller_core.zk import codecs
 from controller_core.zk.codecs import TopicAssignment
 from scripts.support.fakes import make_harness
@@ -177,17 +178,26 @@ def test_a_failover_start_up_on_it_does_what_it_does_on_a_cold_load(seed: int) -
         else:
             adopt(h.ctx, kept)
         h.rsm.startup()
-        h.psm.startup()
+        if kept is None:
+            h.psm.startup()
+        else:  # as the controller starts it on the warm path
+            start_partition_state_machine(h.psm, h.ctx, h.log)
         requests = sorted(
             (s.kind, s.broker_id, tuple(sorted((p.topic, p.partition) for p in s.request.partition_states)))
             for s in h.transport.sent
             if s.kind == "LeaderAndIsr"
         )
-        runs.append((context_fields(h.ctx), requests, dict(h.store.znodes)))
-    (cold_fields, cold_requests, cold_znodes), (warm_fields, warm_requests, warm_znodes) = runs
+        records = [
+            (r["kind"], r.get("machine"), r.get("counts")) for r in h.sink.records if r["kind"] == "states_initialized"
+        ]
+        runs.append((context_fields(h.ctx), requests, dict(h.store.znodes), records))
+    (cold_fields, cold_requests, cold_znodes, cold_records), (warm_fields, warm_requests, warm_znodes, warm_records) = (
+        runs
+    )
     _assert_same(warm_fields, cold_fields)
     assert warm_requests == cold_requests
     assert warm_znodes == cold_znodes
+    assert warm_records == cold_records and len(cold_records) == 2
 
 
 def test_adopt_moves_every_field_but_the_controllers_identity_and_fencing() -> None:
