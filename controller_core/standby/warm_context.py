@@ -118,9 +118,12 @@ class WarmContext:
                 self.apply(target, view)
         if not states or self.broken is not None:
             return
-        by_topic = self.ctx.table.by_topic
+        table = self.ctx.table
+        by_topic, leadership = table.by_topic, table.leadership
         view_states = view.states
         infos: list[tuple[int, Any]] = []
+        # A partition's initial state depends only on its leader: an ISR-only change keeps it.
+        leader_moved: list[int] = []
         reload: set[str] = set()
         for tp in states:
             members = by_topic.get(tp.topic)
@@ -131,11 +134,14 @@ class WarmContext:
             info = None if by_partition is None else by_partition.get(tp)
             if info is None:
                 reload.add(tp.topic)
-            else:
-                infos.append((pid, info))
+                continue
+            infos.append((pid, info))
+            before = leadership[pid]
+            if before is None or before.leader_and_isr.leader != info.leader_and_isr.leader:
+                leader_moved.append(pid)
         try:
             self.ctx.put_leadership_by_id(infos)
-            self._derive_partition_states([pid for pid, _ in infos])
+            self._derive_partition_states(leader_moved)
             for topic in sorted(reload):
                 self._reload_topic(topic, view)
         except IllegalStateError as exc:
