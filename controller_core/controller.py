@@ -93,6 +93,7 @@ from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.standby import FailoverSource, StandbyFollower
+from controller_core.standby.warm_context import adopt, start_partition_state_machine
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
@@ -267,6 +268,8 @@ class Controller:
         #: Auto rebalance that waits for catch-up (``leader_imbalance_min_isr_seconds``).
         self._isr_tenure = IsrTenure()
         self._started = False
+        #: Warm path: the zxid its per-topic watches are armed from, after the failover's requests.
+        self._deferred_topic_watches: int | None = None
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -436,6 +439,11 @@ class Controller:
         except Exception:
             logger.exception("error handling %s", type(event).__name__)
         finally:
+            if self._deferred_topic_watches is not None and self.is_active:
+                try:  # a failover that raised after the swap still watches its topics
+                    self._arm_deferred_topic_watches()
+                except Exception:
+                    logger.exception("arming the topics' watches failed")
             self._transport.release()
             self.scl.flush()
 
@@ -556,6 +564,7 @@ class Controller:
             self.scl.record(RecordKind.RESIGNATION, controller_epoch_resigned=epoch)
             self.scl.flush()
         self.ctx.reset()
+        self._deferred_topic_watches = None
         self.reassignment.reset()
         if self.standby is not None and self._started:
             self.standby.resume()  # follow again (from a full read) while standing by
@@ -602,7 +611,10 @@ class Controller:
         phases.mark("topic_deletion_and_brokers_update")
         self.replica_sm.startup()
         phases.mark("replica_state_machine")
-        self.partition_sm.startup()
+        if read_path["path"] == "warm":  # the kept context holds the initial partition states already
+            start_partition_state_machine(self.partition_sm, self.ctx, self.scl)
+        else:
+            self.partition_sm.startup()
         phases.mark("partition_state_machine")
         self.reassignment.initialize()
         self.deletion.try_topic_deletion()
@@ -628,6 +640,7 @@ class Controller:
             partitions=self.ctx.partition_count,
             endpoint=self.endpoint,
         )
+        self._arm_deferred_topic_watches()
         self._record_state_snapshot()
         if read_path["path"] == "cold" and self.standby is not None:
             # After the failover and snapshot records, which stay together first (docs/contracts.md).
@@ -645,31 +658,63 @@ class Controller:
         )
 
     def _initialize_controller_context(self, phases: _PhaseClock | None = None) -> dict[str, Any]:
-        """Load brokers, topics, assignments and partition states: from the warm standby's view when
-        it is proven current (``controller_core.standby.source``), else read from ZooKeeper. Returns
-        how they were read (``path``: warm or cold, and why), for the failover record."""
+        """Load brokers, topics, assignments and partition states. Warm: the standby's kept context,
+        proven current, is swapped in whole (``controller_core.standby``), with the initial states its
+        state machines would derive; the per-topic watches are armed after the failover's requests
+        (``_arm_deferred_topic_watches``). Cold: read from ZooKeeper. Returns how (``path``: warm or
+        cold, and why), for the failover record."""
         phases = phases or _PhaseClock(time.perf_counter())
-        source = FailoverSource(self.standby, self.store)
-        brokers = list(source.get_all_broker_registrations().values())
-        self.ctx.set_live_brokers(brokers)
-        topics = source.get_all_topics()
-        self.ctx.set_all_topics(topics)
-        self._watch_topics(topics)
-        phases.mark("brokers_topics_and_topic_watches")
-        assignments = source.get_replica_assignments(topics)
-        self._store_assignments(assignments)
-        phases.mark("assignments")
-        self.ctx.clear_partition_leadership_info()
-        self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
-        for broker in brokers:
-            self._watch_broker(broker.id)
-        self.ctx.load_partition_leadership_info(source.get_partition_leadership(self.ctx.all_partitions()))
-        phases.mark("partition_states")
+        source = FailoverSource(self.standby)
+        handover = source.take_over()
+        if handover is not None and handover.context is not None:
+            adopt(self.ctx, handover.context.ctx)
+            self._deferred_topic_watches = handover.zxid
+            brokers = self.ctx.live_or_shutting_down_brokers()
+            phases.mark("warm_context")
+        else:
+            brokers = self._load_controller_context(phases)
         channel = self._channel_factory()
         for broker in brokers:
             channel.add_broker(broker)
         self._transport.channel = channel
         return source.finish()
+
+    def _load_controller_context(self, phases: _PhaseClock) -> list[BrokerRegistration]:
+        """Kafka's ``initializeControllerContext`` reads (the cold path); returns the registered brokers."""
+        brokers = list(self.store.get_all_broker_registrations().values())
+        self.ctx.set_live_brokers(brokers)
+        topics = set(self.store.get_all_topics())
+        self.ctx.set_all_topics(topics)
+        self._watch_topics(topics)
+        phases.mark("brokers_topics_and_topic_watches")
+        self._store_assignments(self.store.get_replica_assignments(topics))
+        phases.mark("assignments")
+        self.ctx.clear_partition_leadership_info()
+        self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
+        for broker in brokers:
+            self._watch_broker(broker.id)
+        self.ctx.load_partition_leadership_info(self.store.get_partition_leadership(self.ctx.all_partitions()))
+        phases.mark("partition_states")
+        return brokers
+
+    def _arm_deferred_topic_watches(self) -> None:
+        """The warm path's per-topic and per-broker watches (each topic's assignment and config, each
+        broker's registration), armed once the failover's requests went out, relative to the zxid the
+        swapped-in context is current to: a change since then fires at once, so none is missed (Kafka
+        arms them while it reads)."""
+        since, self._deferred_topic_watches = self._deferred_topic_watches, None
+        if since is None:
+            return
+        started = time.perf_counter()
+        brokers = sorted(self.ctx.live_or_shutting_down_broker_ids)
+        self._watch_topics(self.ctx.all_topics, since=since, brokers=brokers)
+        logger.info(
+            "controller %d: the watches of %d topics and %d brokers armed after the failover in %.0f ms",
+            self.config.controller_id,
+            len(self.ctx.all_topics),
+            len(brokers),
+            (time.perf_counter() - started) * 1000,
+        )
 
     def _store_assignments(self, assignments: Mapping[str, Any]) -> None:
         for topic, assignment in assignments.items():
@@ -1232,20 +1277,21 @@ class Controller:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _watch_topics(self, topics: Iterable[str]) -> None:
-        """Arm each topic's assignment and config watches in a few round trips (8,000 at a 4,000-topic failover)."""
+    def _watch_topics(self, topics: Iterable[str], *, since: int | None = None, brokers: Iterable[int] = ()) -> None:
+        """Arm each topic's assignment and config watches in a few round trips (8,000 at a 4,000-topic
+        failover), and ``brokers``' registration watches with them (``_watch_broker``); ``since``: fire
+        for every change after that zxid (``WatchRegistry.watch_nodes``)."""
         handlers: dict[str, Callable[[WatchEvent], ControllerEvent | None]] = {}
         for topic in topics:
             handlers[paths.topic_path(topic)] = _partition_modifications_for(topic)
             handlers[paths.topic_config_path(topic)] = _topic_config_change_for(topic)
+        for broker_id in brokers:
+            handlers[paths.broker_id_path(broker_id)] = _broker_modifications_for(broker_id)
         if handlers:
-            self.watches.watch_nodes(handlers)
+            self.watches.watch_nodes(handlers, since=since)
 
     def _watch_broker(self, broker_id: int) -> None:
-        self.watches.watch_node(
-            paths.broker_id_path(broker_id),
-            lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None,
-        )
+        self.watches.watch_node(paths.broker_id_path(broker_id), _broker_modifications_for(broker_id))
 
     def send_update_metadata(self, partitions: Sequence[TopicPartition]) -> None:
         """UpdateMetadata for ``partitions`` to every live or shutting-down broker (``ReassignmentClient``)."""
@@ -1387,6 +1433,10 @@ class _PhaseClock:
 
 def _partition_modifications_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:
     return lambda e: PartitionModifications(topic) if e.type is WatchEventType.CHANGED else None
+
+
+def _broker_modifications_for(broker_id: int) -> Callable[[WatchEvent], ControllerEvent | None]:
+    return lambda e: BrokerModifications(broker_id) if e.type is WatchEventType.CHANGED else None
 
 
 def _topic_config_change_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:

@@ -1,4 +1,4 @@
-"""A candidate that keeps the failover's reads current while it waits (a warm standby).
+"""A candidate that keeps the failover's reads and its controller context current while it waits.
 
 How it follows ZooKeeper, on the candidate's own session (the one its election runs on):
 
@@ -7,7 +7,8 @@ How it follows ZooKeeper, on the candidate's own session (the one its election r
    (one entry per path: a path changed 1,000 times before it is read is read once);
 2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
 3. the follower thread re-reads what is pending as a stream of multi-reads (several in flight, each
-   sent with the oldest pending paths as soon as there is room) and applies each as it comes back.
+   sent with the oldest pending paths as soon as there is room) and applies each as it comes back,
+   to the view and then to the controller context kept from it (``standby.warm_context``).
 
 While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.buffered_reads``):
 ~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
@@ -36,13 +37,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from controller_core.model import BrokerRegistration
 from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
+from controller_core.standby.warm_context import WarmContext
 from controller_core.zk import paths
 from controller_core.zk.buffered_reads import BufferedReads
 from controller_core.zk.multiread import MultiReader
@@ -54,6 +56,17 @@ DEFAULT_MAX_BACKLOG = 500_000
 """Distinct pending paths before a reload: a broker failure at 1,000,000 partitions rewrites ~333,000."""
 
 
+class Handover(NamedTuple):
+    """What a caught-up follower hands to the failover (``freeze``): the view, the controller context
+    kept from it (None when it cannot be handed over: ``context_reason`` says why) and the zxid both
+    are current to."""
+
+    view: ClusterView
+    context: WarmContext | None
+    zxid: int
+    context_reason: str
+
+
 class StandbyFollower:
     """Follows ZooKeeper into a ``ClusterView`` while the candidate is not active.
 
@@ -61,7 +74,8 @@ class StandbyFollower:
 
         follower = StandbyFollower(client)
         follower.start()                    # loads, then follows; status()["standby_state"] == "warm"
-        source = follower.failover_source(store)   # on winning the election (see standby.source)
+        if follower.catch_up():             # on winning the election (see standby.source)
+            handover = follower.freeze()    # the view and the kept controller context
         ...
         follower.pause("active")            # while active; resume() after resigning
         follower.stop()
@@ -78,6 +92,8 @@ class StandbyFollower:
         catch_up_timeout_s: float = 10.0,
         reader: MultiReader | None = None,
         clock: Callable[[], float] = time.time,
+        controller_id: int = -1,
+        keep_context: bool = True,
     ) -> None:
         if max_backlog < 1:
             raise ValueError(f"max_backlog must be at least 1, not {max_backlog}")
@@ -105,6 +121,10 @@ class StandbyFollower:
         self._state = "stopped"
         self._reason = "not started"
         self._view: ClusterView | None = None
+        # The controller context kept from the view (``standby.warm_context``), changed with it.
+        self.controller_id = controller_id
+        self.keep_context = keep_context
+        self._context: WarmContext | None = None
         self._thread: threading.Thread | None = None
         self._lags_ms: deque[float] = deque(maxlen=max(1, lag_window))
         # Event received -> applied, per changed path: the follower's own share of the lag (the rest is
@@ -152,6 +172,7 @@ class StandbyFollower:
             self._state, self._reason = "paused", reason
         with self._apply_lock:  # a drain in progress finishes before the view is let go
             self._view = None
+            self._context = None
             self._loaded = False
         if not self._stopped:
             self._remove_watches(wait=False)  # the failover never waits on it; the tap drops events anyway
@@ -212,14 +233,20 @@ class StandbyFollower:
         self._fall_back(generation, f"catch-up not done in {timeout:.1f} s ({behind:,} changed paths behind)")
         return False
 
-    def freeze(self) -> ClusterView | None:
-        """Stop following and hand over the view as it is (call right after a successful ``catch_up``)."""
+    def freeze(self) -> Handover | None:
+        """Stop following and hand over the view and the context as they are (call right after a
+        successful ``catch_up``); None when not warm."""
         with self._cond:
-            if not self.is_warm:
+            if not self.is_warm or self._view is None:
                 return None
-            view = self._view
-        self.pause("active controller (took over from the warm view)")
-        return view
+            view, context, zxid = self._view, self._context, self.current_to_zxid
+        self.pause("active controller (took over from the warm context)")
+        # The follower thread no longer touches either (``pause`` waited for the apply lock).
+        if context is None:
+            reason = "no context kept" if not self.keep_context else "context not built"
+        else:
+            reason = context.broken or ""
+        return Handover(view, context if context is not None and context.broken is None else None, zxid, reason)
 
     def brokers(self) -> dict[int, BrokerRegistration]:
         with self._apply_lock:
@@ -232,6 +259,10 @@ class StandbyFollower:
     def snapshot_for_tests(self) -> ClusterView | None:
         """The live view (tests compare it with a full read once the follower is caught up)."""
         return self._view
+
+    def context_for_tests(self) -> WarmContext | None:
+        """The live kept context (tests compare it with a cold load once the follower is caught up)."""
+        return self._context
 
     def status(self) -> dict[str, Any]:
         with self._cond:
@@ -260,6 +291,7 @@ class StandbyFollower:
             "standby_last_reload_ms": round(self.last_reload_ms, 1),
             "standby_changes_applied": self.changes_applied,
             "standby_partition_states": view.partition_state_count if view is not None else 0,
+            "standby_context": _context_status(self._context, self.keep_context),
         }
 
     def lag_samples_ms(self) -> list[float]:
@@ -363,10 +395,13 @@ class StandbyFollower:
         state_paths = [paths.partition_state_path(tp) for tp in partitions]
         self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], size_hint=96)
         zxid = client.last_zxid
+        # Built on this thread before it is installed: what changes meanwhile is pending and re-read next.
+        context = WarmContext.load(self.controller_id, view) if self.keep_context else None
         with self._cond, self._apply_lock:
             if generation != self._generation or self._paused:
                 return  # connection lost or paused meanwhile: the loop decides what next
             self._view = view
+            self._context = context
             self._loaded = True
             self._done = self._taken  # the read covers everything before it; what is pending is re-read next
             self.reloads += 1
@@ -439,13 +474,17 @@ class StandbyFollower:
             if generation != self._generation or self._view is not view:
                 return False
             apply = view.apply
+            targets: list[Target] = []
             for path, read in zip(received, results, strict=True):
                 target = classify(path)
                 if target is None:
                     continue  # a parent, /brokers/seqid...: read for nothing (rare, cheap)
                 apply(target, read)
+                targets.append(target)
                 if read.stat is not None:
                     lags.append(max(0.0, now_ms - read.stat.mtime))
+            if self._context is not None:
+                self._context.apply_all(targets, view)
         applied_at = time.monotonic()
         with self._cond:
             self._lags_ms.extend(lags)
@@ -492,6 +531,13 @@ class StandbyFollower:
                     pending.get(timeout=5)
             except Exception as exc:  # NOWATCHER, or no connection (the server dropped them anyway)
                 logger.debug("standby: RemoveWatches %s: %r", root, exc)
+
+
+def _context_status(context: WarmContext | None, kept: bool) -> str:
+    """``kept`` (a takeover swaps it in), ``broken: why`` (the takeover reads everything) or ``none``."""
+    if context is None:
+        return "none" if not kept else "not built"
+    return "kept" if context.broken is None else f"broken: {context.broken}"
 
 
 def _children(client: KazooClient, path: str) -> list[str]:

@@ -1,11 +1,11 @@
 """The decoded cluster state a standby keeps: what a failover reads, and nothing else.
 
-Why not the controller context itself: the context is the active controller's working state (and its
-representation is being reworked); the failover's *reads* are a stable seam. This view holds exactly
-their results, decoded by the same codecs the store uses, so the failover takes them instead of
-reading: registered brokers (epoch = czxid), topic assignments (with topic ids and adding/removing
+This view holds exactly the results of a failover's reads, decoded by the same codecs the store
+uses: registered brokers (epoch = czxid), topic assignments (with topic ids and adding/removing
 replicas), partition states (with their znode versions, the fencing of every later conditional
 write), and the admin znodes (topic deletions, the ZooKeeper reassignment, the preferred election).
+It is path-keyed, as ZooKeeper's events are; the controller context a failover takes over is kept
+from it (``controller_core.standby.warm_context``), each re-read path applied here first.
 
 A view is updated only by re-reading a path (``apply``), never from an event's type: a path changed
 twice before it is read is read once, and the read, not the order of events, says what it holds. It

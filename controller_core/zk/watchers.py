@@ -164,7 +164,7 @@ class WatchRegistry:
             reg.seen = _node_seen(stat)
         return stat is not None
 
-    def watch_nodes(self, handlers: Mapping[str, EventFactory]) -> dict[str, bool]:
+    def watch_nodes(self, handlers: Mapping[str, EventFactory], *, since: int | None = None) -> dict[str, bool]:
         """``watch_node`` for many paths at once (a failover arms two watches per topic: thousands).
 
         One multi-read learns what each node is now, then SetWatches requests (``setwatches``) arm
@@ -173,6 +173,9 @@ class WatchRegistry:
         A few round trips for 8,000 paths instead of 8,000.
         Without multi-read (ZooKeeper < 3.6) one ``exists`` per path is pipelined instead. Returns
         whether each node exists.
+
+        ``since``: a zxid the caller's knowledge of these nodes is current to (a warm standby's
+        context, armed after the failover's requests went out): every change after it fires.
 
         On a connection loss every handler stays registered and is armed when the connection returns
         (as ``watch_node``); the first error is raised after all replies are in.
@@ -186,8 +189,9 @@ class WatchRegistry:
             # A zxid this session has seen, no older than this round trip: everything changed after it
             # fires (the read below, in several requests, sees at least this much). kazoo's last zxid
             # alone may be old when the session was idle, and would fire for every node changed since.
-            self._client.exists("/")
-            since = self._client.last_zxid
+            if since is None:
+                self._client.exists("/")
+                since = self._client.last_zxid
             reads = self._reader.get_data([reg.path for reg in regs], size_hint=_NODE_SIZE_HINT)
         except _RETRY_LATER:
             for reg in regs:

@@ -46,13 +46,16 @@ def candidate_rows(client: redis.Redis, cluster: str) -> list[dict[str, Any]]:
             continue
         active = status.get("active") == "1"
         state = status.get("standby_state", "")
+        # Following, but with a context its takeover cannot use (``standby_context``): it will read everything.
+        broken = status.get("standby_context", "").startswith("broken")
+        warm = status.get("standby_warm") == "1" and not broken
         rows.append(
             {
                 "controller_id": controller_id,
                 "active": active,
                 # A candidate from before issue 28 publishes no standby fields: unknown, not cold.
-                "standby": "active" if active else ("warm" if status.get("standby_warm") == "1" else (state or "?")),
-                "reason": "" if active else status.get("standby_reason", ""),
+                "standby": "active" if active else ("warm" if warm else ("cold" if broken else (state or "?"))),
+                "reason": "" if active else status["standby_context"] if broken else status.get("standby_reason", ""),
                 "lag_ms": _number(status.get("standby_lag_ms")),
                 "lag_p99_ms": _number(status.get("standby_lag_p99_ms")),
                 "backlog": _number(status.get("standby_backlog")),

@@ -1,4 +1,5 @@
-"""The overview lists each controller candidate: active, warm standby with its lag, or cold with why."""
+"""The overview lists each controller candidate: active, warm standby with its lag, or cold with why (a
+standby whose kept context cannot be taken over is cold)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,20 @@ def test_the_overview_lists_candidates_warm_or_cold(snapshot: None, alice: Clien
                 "standby_lag_ms": "0", "standby_lag_p99_ms": "12.5", "standby_backlog": "0"})  # fmt: skip
     client.hset(f"kcp:{NAME}:controller:3", mapping={"active": "0", "standby_state": "cold", "standby_warm": "0",
                 "standby_reason": "backlog overflow (500,000 changed paths pending): full reload"})  # fmt: skip
+    client.hset(f"kcp:{NAME}:controller:4", mapping={"active": "0", "standby_state": "warm", "standby_warm": "1",
+                "standby_context": "broken: the view holds what a failover rejects: topic id x"})  # fmt: skip
     client.hset(f"kcp:{NAME}:controller:lock", mapping={"x": "1"})  # not a candidate
     client.close()
     page = alice.get(f"/clusters/{NAME}/").content.decode()
     rows = [line for line in page.splitlines() if "<tr data-candidate=" in line]
-    assert [r.split('"')[1] for r in rows] == ["1", "2", "3"]
+    assert [r.split('"')[1] for r in rows] == ["1", "2", "3", "4"]
     assert "Controller candidates" in page
     assert '<span class="badge ctl">active</span>' in page and "warm, 42 ms" in page
     assert '<span class="badge warm"' in page and "13 ms" in page
     assert '<span class="badge cold"' in page and "backlog overflow" in page
+    # Following, but its kept context cannot be taken over: shown cold, with why.
+    fourth = page.split('data-candidate="4"')[1].split("</tr>")[0]
+    assert '<span class="badge cold"' in fourth and "a failover rejects" in fourth
 
 
 def test_no_candidates_no_table(snapshot: None, alice: Client, settings: Any) -> None:

@@ -1,6 +1,7 @@
-"""The warm standby's view against a real ZooKeeper: after random change sequences (hypothesis) and
-a catch-up, it equals a full read by the store, field by field; and it says when it cannot be trusted
-(connection lost, backlog overflow, paused) instead of serving a stale view."""
+"""The warm standby's view and kept controller context against a real ZooKeeper: after random change
+sequences (hypothesis) and a catch-up, the view equals a full read by the store and the context a cold
+failover's load (with its state machines' initial states), field by field; and it says when it
+cannot be trusted (connection lost, backlog overflow, paused) instead of serving a stale view."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from controller_core.standby import FailoverSource, StandbyFollower
 from controller_core.standby.view import ClusterView
 from controller_core.zk.store import ZkStore
 from scripts.support.zk_changes import KINDS, Change, random_changes
+from tests.support.contexts import cold_loaded_context, context_fields
 
 
 def _wait(predicate: Any, timeout: float = 15.0) -> bool:
@@ -81,6 +83,13 @@ def assert_same(warm: dict[str, Any], cold: dict[str, Any]) -> None:
             assert warm[name] == expected, name
 
 
+def assert_context_is_a_cold_load(follower: StandbyFollower, zk: KazooClient) -> None:
+    """The kept context equals what a cold failover loads now, field by field (call when caught up)."""
+    kept = follower.context_for_tests()
+    assert kept is not None and kept.broken is None, kept and kept.broken
+    assert_same(context_fields(kept.ctx), context_fields(cold_loaded_context(ZkStore(zk))))
+
+
 changes = st.lists(st.builds(Change, st.sampled_from(KINDS), st.integers(0, 1 << 30)), min_size=1, max_size=40)
 
 
@@ -95,6 +104,7 @@ def test_warm_view_equals_a_full_read_after_random_changes(
     view = follower.snapshot_for_tests()
     assert view is not None
     assert_same(warm_read(view), full_read(ZkStore(zk)))
+    assert_context_is_a_cold_load(follower, zk)
 
 
 def test_catch_up_is_proven_by_one_round_trip(follower: StandbyFollower, zk: KazooClient) -> None:
@@ -105,7 +115,9 @@ def test_catch_up_is_proven_by_one_round_trip(follower: StandbyFollower, zk: Kaz
     view = follower.snapshot_for_tests()
     assert view is not None
     assert_same(warm_read(view), full_read(ZkStore(zk)))
+    assert_context_is_a_cold_load(follower, zk)
     assert follower.status()["standby_lag_p99_ms"] >= 0
+    assert follower.status()["standby_context"] == "kept"
 
 
 def test_backlog_overflow_reloads_and_says_so(zk_chroot: str, zk: KazooClient) -> None:
@@ -126,6 +138,7 @@ def test_backlog_overflow_reloads_and_says_so(zk_chroot: str, zk: KazooClient) -
         view = f.snapshot_for_tests()
         assert view is not None
         assert_same(warm_read(view), full_read(ZkStore(zk)))
+        assert_context_is_a_cold_load(f, zk)
     finally:
         f.stop()
         client.stop()
@@ -138,8 +151,6 @@ def test_lost_connection_makes_it_cold_until_it_reloaded(follower: StandbyFollow
     # The connection drops (EOF); the server drops its watches with it; kazoo reconnects the session.
     client._connection._socket.shutdown(socket.SHUT_RDWR)
     assert _wait(lambda: not follower.is_warm or follower.reloads > reloads, 10)
-    source = FailoverSource(follower, ZkStore(client))
-    # Whatever moment this lands in, the source never serves an unproven view.
     assert _wait(lambda: follower.is_warm and follower.reloads > reloads, 20), follower.status()
     for change in random_changes(random.Random(3), 50):
         change.apply(zk)
@@ -147,27 +158,24 @@ def test_lost_connection_makes_it_cold_until_it_reloaded(follower: StandbyFollow
     view = follower.snapshot_for_tests()
     assert view is not None
     assert_same(warm_read(view), full_read(ZkStore(zk)))
-    del source
+    assert_context_is_a_cold_load(follower, zk)
 
 
-def test_failover_source_is_warm_only_when_caught_up(follower: StandbyFollower, zk: KazooClient) -> None:
+def test_failover_source_hands_over_only_when_caught_up(follower: StandbyFollower, zk: KazooClient) -> None:
     for change in random_changes(random.Random(11), 60):
         change.apply(zk)
-    store = ZkStore(follower._client)
-    source = FailoverSource(follower, store)
-    brokers = source.get_all_broker_registrations()
-    topics = source.get_all_topics()
-    assignments = source.get_replica_assignments(topics)
-    partitions = list(ClusterView(topics=assignments).assigned_partitions())
-    states = source.get_partition_leadership(partitions)
+    source = FailoverSource(follower)
+    handover = source.take_over()
+    assert handover is not None and handover.context is not None, source.reason
+    assert handover.zxid >= zk.exists("/brokers").mzxid
     record = source.finish()
     assert record["path"] == "warm", record
-    cold = full_read(ZkStore(zk))
-    assert brokers == cold["brokers"] and assignments == cold["topics"] and states == cold["states"]
+    expected = context_fields(cold_loaded_context(ZkStore(zk)))
+    assert_same(context_fields(handover.context.ctx), expected)
     assert not follower.is_warm and follower.status()["standby_state"] == "paused"
-    # Paused (active): a second failover source reads everything from the store.
-    again = FailoverSource(follower, store)
-    again.get_all_broker_registrations()
-    assert again.finish()["path"] == "cold"
+    # Paused (active): a second failover source hands nothing over and says so.
+    again = FailoverSource(follower)
+    assert again.take_over() is None
+    assert again.finish()["path"] == "cold" and again.reason
     follower.resume()
     assert _wait(lambda: follower.is_warm)

@@ -8,9 +8,11 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 
 from controller_core.controller import Controller
+from controller_core.model import BrokerRegistration, EndPoint, ReplicaAssignment
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from tests.support.controllers import Candidates, FakeBrokers
@@ -86,7 +88,9 @@ def test_a_warm_standby_takes_over_from_its_view(
     wait_for(lambda: bool(_failovers(candidates, 101)), what="standby's failover")
     record = _failovers(candidates, 101)[0]
     assert record["path"] == "warm", record
-    assert "partition_states" in record["phases_ms"]
+    # The kept context was swapped in: nothing loaded, no per-topic watches before the requests.
+    assert "warm_context" in record["phases_ms"], record["phases_ms"]
+    assert "partition_states" not in record["phases_ms"] and "assignments" not in record["phases_ms"]
     assert _active_id(zk) == 101
     assert standby.controller is not None
     _context_matches_zookeeper(standby.controller, zk)
@@ -140,3 +144,62 @@ def test_a_candidate_without_a_standby_fails_over_cold_and_a_resigned_one_follow
     assert _failovers(candidates, 100)[-1]["path"] == "warm"
     assert back.controller is not None
     _context_matches_zookeeper(back.controller, zk)
+
+
+def test_topic_changes_made_while_a_standby_takes_over_are_handled(
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm path arms the per-topic watches after its requests went out, relative to the zxid its
+    context is current to: a partition addition, a topic creation and a deletion request made after the
+    hand-over and before that arming are still handled (made inside that window, deterministically),
+    and so is a broker's new registration (its watch is armed late too)."""
+    _setup(zk, fake_brokers, candidates)
+    standby = candidates.start(101)
+    controller = standby.controller
+    assert controller is not None
+    wait_for(lambda: standby.standby is not None and standby.standby.is_warm, what="standby warm")
+    arm = controller._arm_deferred_topic_watches
+    made: list[str] = []
+
+    def changes_then_arm() -> None:
+        if controller._deferred_topic_watches is not None and not made:
+            data, _ = zk.get(paths.topic_path("orders"))
+            orders = codecs.decode_topic_assignment("orders", data, {})
+            grown = dict(orders.partitions)
+            for p in (12, 13):
+                grown[p] = grown[0]
+            zk.set(paths.topic_path("orders"), codecs.encode_topic_assignment(grown, orders.topic_id))
+            ZkStore(zk).create_topic("fresh", {0: [1, 2, 3], 1: [2, 3, 1]})
+            zk.create(f"{paths.DELETE_TOPICS_PATH}/audit", b"", makepath=True)
+            moved = BrokerRegistration(1, (EndPoint("PLAINTEXT", "127.0.0.1", 2),))
+            zk.set(paths.broker_id_path(1), codecs.encode_broker_registration(moved))
+            made.append("done")
+        arm()
+
+    monkeypatch.setattr(controller, "_arm_deferred_topic_watches", changes_then_arm)
+    candidates.stop(100)
+    wait_for(lambda: bool(_failovers(candidates, 101)), what="standby's failover")
+    assert _failovers(candidates, 101)[0]["path"] == "warm" and made
+    added = (_tp("orders", 12), _tp("orders", 13), _tp("fresh", 0), _tp("fresh", 1))
+    wait_for(lambda: all(zk.exists(paths.partition_state_path(tp)) is not None for tp in added), what="added led")
+
+    def seen() -> tuple[int, bool, bool, int]:
+        ctx = controller.ctx
+        broker = ctx.live_or_shutting_down_broker(1)
+        port = broker.endpoints[0].port if broker is not None else 0
+        return (
+            len(ctx.partitions_for_topic("orders")),
+            "fresh" in ctx.all_topics,
+            "audit" in ctx.topics_to_be_deleted,
+            port,
+        )
+
+    wait_for(lambda: controller.run_on_event_thread(seen) == (14, True, True, 2), what="changes handled")
+    # And a change after the failover reaches the controller through the watches armed late.
+    data, _ = zk.get(paths.topic_path("fresh"))
+    fresh = codecs.decode_topic_assignment("fresh", data, {})
+    zk.set(
+        paths.topic_path("fresh"),
+        codecs.encode_topic_assignment({**fresh.partitions, 2: ReplicaAssignment.of([3, 1, 2])}, fresh.topic_id),
+    )
+    wait_for(lambda: zk.exists(paths.partition_state_path(_tp("fresh", 2))) is not None, what="fresh-2 led")

@@ -1,0 +1,303 @@
+"""The controller context a warm standby keeps ready, so that taking over is a swap, not a load.
+
+A cold failover reads brokers, topics, assignments and partition states into an empty
+``ControllerContext``, then its state machines derive every partition's and replica's initial state
+(``PartitionStateMachine.startup``: New without leadership, Online with a live leader, else Offline;
+``ReplicaStateMachine.startup``: OnlineReplica on a live broker, else ReplicaDeletionIneligible). At
+100,000 partitions that load costs more than the reads (docs/performance.md). A ``WarmContext``
+holds that same context, built once from the standby's ``ClusterView`` and then changed by what
+changed: each path the follower re-reads is applied to the view, then here.
+
+How each change lands (``apply``), always from the view's entry, never from an event's type:
+
+* a broker registered or gone: the broker set; when that changes who is live, the initial states of
+  the partitions with a replica on it or led by it are derived again;
+* a topic's assignment: the topic is forgotten (its rows emptied: assignment, leadership, both
+  initial states) and loaded again with its partitions' states from the view (rare: creation,
+  partition addition, a reassignment step, deletion);
+* a partition state of an assigned partition: its leadership, then its initial partition state
+  (replica states do not depend on leadership); a state znode gone while still assigned reloads
+  the topic (topic deletion deletes the states first).
+
+Partition numbers differ from a cold load's (rows are never reused) but nothing depends on them:
+the property test compares the two contexts partition by partition. What the standby does *not*
+keep is what a failover decides itself after loading: the topic-deletion queue, shutting-down
+brokers, offline log directories, the epoch (all empty in a freshly loaded context too).
+
+``adopt`` hands the context over to the controller's own ``ControllerContext`` object (the state
+machines, batches and managers hold that one) by moving its fields across, keeping the controller's
+identity and fencing token. No I/O and no locking here: the follower applies under its lock and
+hands over once it has stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from controller_core.context import ControllerContext
+from controller_core.errors import IllegalStateError
+from controller_core.model import TopicPartition
+from controller_core.partition_state_machine import ElectionResults, PartitionStateMachine
+from controller_core.record_kinds import RecordKind
+from controller_core.standby.view import ClusterView, Kind, Target
+from controller_core.state_change_log import StateChangeLogger
+from controller_core.states import PartitionState, ReplicaState
+from controller_core.zk.codecs import TopicAssignment
+
+logger = logging.getLogger(__name__)
+
+_P = PartitionState
+_R = ReplicaState
+
+#: Fields of a context that are the controller's own, not the cluster's: never handed over.
+IDENTITY_FIELDS = frozenset({"controller_id", "epoch", "epoch_zk_version"})
+
+
+class WarmContext:
+    """A ``ControllerContext`` as a cold failover would load it from ``view`` (module docstring).
+
+    Example::
+
+        warm = WarmContext.load(controller_id, view)     # after the follower's full read
+        view.apply(target, read); warm.apply(target, view)   # for each re-read path
+        adopt(controller.ctx, warm.ctx)                  # on taking over (event thread)
+    """
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+        self.broken: str | None = None
+        """Why this context cannot be handed over (the view holds what a cold load rejects)."""
+
+    @classmethod
+    def load(cls, controller_id: int, view: ClusterView) -> WarmContext:
+        """Build the context from the whole view, in a cold failover's order."""
+        warm = cls(ControllerContext(controller_id))
+        ctx = warm.ctx
+        ctx.set_live_brokers(view.brokers.values())
+        ctx.set_all_topics(view.topics)
+        try:
+            for topic, assignment in view.topics.items():
+                warm._store_topic(topic, assignment)
+        except IllegalStateError as exc:
+            warm._break(exc)
+            return warm
+        ctx.load_partition_leadership_info(view.leadership_for(ctx.all_partitions()))
+        warm._derive([pid for _, pid in ctx.iter_assigned_ids()])
+        return warm
+
+    # -- changes ------------------------------------------------------------------------------------
+    def apply(self, target: Target, view: ClusterView) -> None:
+        """Make the context match the view's entry for ``target`` (just re-read into ``view``)."""
+        if self.broken is not None:
+            return
+        kind = target.kind
+        try:
+            if kind is Kind.STATE:
+                self._apply_state(target.key, view)
+            elif kind is Kind.TOPIC:
+                self._reload_topic(target.key, view)
+            elif kind is Kind.BROKER:
+                self._apply_broker(target.key, view)
+            # Admin znodes: the failover reads them itself (deletions, reassignment, preferred election).
+        except IllegalStateError as exc:
+            self._break(exc)
+
+    def apply_all(self, targets: Iterable[Target], view: ClusterView) -> None:
+        """``apply`` for one re-read's paths: brokers and topics one by one, then the partition states
+        in one pass (a broker failure's 60,000 rewrites come this way). Every step reads the view as
+        it is after the whole re-read, so their order does not matter."""
+        if self.broken is not None:
+            return
+        states: list[TopicPartition] = []
+        for target in targets:
+            if target.kind is Kind.STATE:
+                states.append(target.key)
+            else:
+                self.apply(target, view)
+        if not states or self.broken is not None:
+            return
+        table = self.ctx.table
+        by_topic, leadership = table.by_topic, table.leadership
+        view_states = view.states
+        infos: list[tuple[int, Any]] = []
+        # A partition's initial state depends only on its leader: an ISR-only change keeps it.
+        leader_moved: list[int] = []
+        reload: set[str] = set()
+        for tp in states:
+            members = by_topic.get(tp.topic)
+            pid = None if members is None else members.get(tp)
+            if pid is None:
+                continue
+            by_partition = view_states.get(tp.topic)
+            info = None if by_partition is None else by_partition.get(tp)
+            if info is None:
+                reload.add(tp.topic)
+                continue
+            infos.append((pid, info))
+            before = leadership[pid]
+            if before is None or before.leader_and_isr.leader != info.leader_and_isr.leader:
+                leader_moved.append(pid)
+        try:
+            self.ctx.put_leadership_by_id(infos)
+            self._derive_partition_states(leader_moved)
+            for topic in sorted(reload):
+                self._reload_topic(topic, view)
+        except IllegalStateError as exc:
+            self._break(exc)
+
+    def _apply_state(self, tp: TopicPartition, view: ClusterView) -> None:
+        ctx = self.ctx
+        table = ctx.table
+        members = table.by_topic.get(tp.topic)
+        pid = None if members is None else members.get(tp)
+        if pid is None:
+            return  # not assigned: a cold load would not read it (the view keeps it for later)
+        by_partition = view.states.get(tp.topic)
+        info = None if by_partition is None else by_partition.get(tp)
+        if info is None:
+            self._reload_topic(tp.topic, view)  # rare: only the topic's reload can drop leadership
+            return
+        ctx.put_leadership_by_id([(pid, info)])
+        self._derive_partition_states([pid])
+
+    def _apply_broker(self, broker_id: int, view: ClusterView) -> None:
+        ctx = self.ctx
+        was_live = broker_id in ctx.live_broker_ids
+        registration = view.brokers.get(broker_id)
+        if registration is not None:
+            ctx.add_live_brokers([registration])
+        else:
+            ctx.remove_live_brokers([broker_id])
+        if was_live != (registration is not None):
+            table = ctx.table
+            affected = table.by_broker.get(broker_id, set()) | table.by_leader.get(broker_id, set())
+            self._derive(sorted(affected))
+
+    def _reload_topic(self, topic: str, view: ClusterView) -> None:
+        ctx = self.ctx
+        table = ctx.table
+        if topic in ctx.all_topics or topic in table.by_topic:
+            rows = list(table.by_topic.get(topic, {}).values())
+            ctx.remove_topic(topic)  # assignment, leadership, topic id, reassigning; not the states
+            self._forget_states(rows)
+        assignment = view.topics.get(topic)
+        if assignment is None:
+            return
+        ctx.add_topics((topic,))
+        self._store_topic(topic, assignment)
+        members = table.by_topic.get(topic, {})
+        states = view.states.get(topic)
+        if states:
+            ctx.put_leadership_by_id([(pid, states[tp]) for tp, pid in members.items() if tp in states])
+        self._derive(list(members.values()))
+
+    # -- the cold failover's steps, on part of the context ----------------------------------------------
+    def _store_topic(self, topic: str, assignment: TopicAssignment) -> None:
+        """``Controller._store_assignments`` for one topic."""
+        ctx = self.ctx
+        if assignment.topic_id:
+            ctx.add_topic_id(topic, assignment.topic_id)
+        by_partition = {TopicPartition(topic, p): replicas for p, replicas in assignment.partitions.items()}
+        ctx.load_topic_assignment(topic, by_partition)
+        for tp, replicas in by_partition.items():
+            if replicas.is_being_reassigned:
+                ctx.partitions_being_reassigned.add(tp)
+
+    def _derive(self, ids: Iterable[int]) -> None:
+        """The initial partition and replica states of assigned partition numbers ``ids``."""
+        ids = list(ids)
+        self._derive_partition_states(ids)
+        self._derive_replica_states(ids)
+
+    def _derive_partition_states(self, ids: list[int]) -> None:
+        """``PartitionStateMachine.startup``'s initialization (no offline log dirs in a loaded context)."""
+        ctx = self.ctx
+        leadership = ctx.table.leadership
+        live = ctx.live_broker_ids
+        by_state: dict[PartitionState, list[int]] = {_P.NEW: [], _P.ONLINE: [], _P.OFFLINE: []}
+        for pid in ids:
+            info = leadership[pid]
+            if info is None:
+                by_state[_P.NEW].append(pid)
+            elif info.leader_and_isr.leader in live:
+                by_state[_P.ONLINE].append(pid)
+            else:
+                by_state[_P.OFFLINE].append(pid)
+        for state, members in by_state.items():
+            if members:
+                ctx.move_partition_ids_to_state(members, state)
+
+    def _derive_replica_states(self, ids: list[int]) -> None:
+        """``ReplicaStateMachine.startup``'s step 1: OnlineReplica on a live broker, else
+        ReplicaDeletionIneligible; one shared mapping per distinct replica list."""
+        ctx = self.ctx
+        table = ctx.table
+        assignments, column = table.assignment, table.replica_states
+        intern = table.replica_state_maps.intern
+        live = ctx.live_broker_ids
+        initial: dict[tuple[int, ...], dict[int, ReplicaState] | None] = {}
+        for pid in ids:
+            assignment = assignments[pid]
+            if assignment is None:
+                continue
+            replicas = assignment.replicas
+            if replicas in initial:
+                column[pid] = initial[replicas]
+            else:
+                column[pid] = initial[replicas] = intern(
+                    {r: (_R.ONLINE if r in live else _R.DELETION_INELIGIBLE) for r in replicas}
+                )
+
+    def _forget_states(self, ids: list[int]) -> None:
+        """Empty the partition and replica states of rows no longer assigned (a cold load has none)."""
+        if not ids:
+            return
+        ctx = self.ctx
+        table = ctx.table
+        # Through NonExistent first, so the offline gauge and the state index follow; then emptied.
+        ctx.move_partition_ids_to_state(ids, _P.NON_EXISTENT)
+        parked = table.by_state[_P.NON_EXISTENT]
+        states, replica_states = table.state, table.replica_states
+        for pid in ids:
+            states[pid] = None
+            parked.discard(pid)
+            replica_states[pid] = None
+        table.state_count -= len(ids)
+
+    def _break(self, exc: Exception) -> None:
+        self.broken = f"the view holds what a failover rejects: {exc}"
+        logger.warning("standby: %s; the next failover reads everything", self.broken)
+
+
+def start_partition_state_machine(
+    partition_sm: PartitionStateMachine, ctx: ControllerContext, log: StateChangeLogger
+) -> ElectionResults:
+    """``PartitionStateMachine.startup`` on an adopted kept context: its initial states are already
+    there (derived as ``startup`` derives them), so only the summary record and the elections remain.
+
+    Why deriving them before the replica state machine's start-up (as the standby does) gives what
+    the cold order gives: a partition's initial state depends only on whether its leader is live, and
+    that start-up's only leadership change is an ISR shrink of a replica on a dead broker, which sets
+    the leader to -1 only where it was that dead broker (not live either way); a controller's earlier
+    elections are all in the context (caught up to the election) and brokers never change leaders.
+    """
+    by_state = ctx.table.by_state
+    new, offline = len(by_state[_P.NEW]), len(by_state[_P.OFFLINE])
+    others = sum(len(ids) for state, ids in by_state.items() if state not in (_P.NEW, _P.OFFLINE))
+    counts = {
+        str(_P.NEW): new,
+        str(_P.ONLINE): ctx.table.state_count - new - offline - others,
+        str(_P.OFFLINE): offline,
+    }
+    log.record(RecordKind.STATES_INITIALIZED, machine="partition", counts=counts)
+    return partition_sm.trigger_online_partition_state_change()
+
+
+def adopt(target: ControllerContext, source: ControllerContext) -> None:
+    """Move ``source``'s cluster state into ``target`` (the controller's own context object), keeping
+    ``target``'s identity and fencing token (``IDENTITY_FIELDS``). ``source`` must not be used again."""
+    for name, value in vars(source).items():
+        if name not in IDENTITY_FIELDS:
+            setattr(target, name, value)

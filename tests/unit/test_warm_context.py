@@ -1,0 +1,212 @@
+"""The warm standby's kept controller context, in memory: changed path by path it stays equal to a
+cold failover's load of the same cluster (with the state machines' initial states), and a failover's
+start-up run on it (the partition state machine's without deriving again) does exactly what it does
+on a cold load (same requests, writes, records and context after).
+The same comparison against a real ZooKeeper: tests/integration/test_standby_follower.py."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from controller_core.context import ControllerContext
+from controller_core.model import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from controller_core.standby.view import ClusterView, Kind, Target
+from controller_core.standby.warm_context import IDENTITY_FIELDS, WarmContext, adopt, start_partition_state_machine
+from controller_core.zk import codecs
+from controller_core.zk.codecs import TopicAssignment
+from scripts.support.fakes import make_harness
+from tests.support.contexts import cold_loaded_context, context_fields
+
+BROKERS = (1, 2, 3, 4, 5)
+TOPICS = ("a", "b", "c", "d")
+
+
+@dataclass
+class _Stat:
+    version: int
+    czxid: int
+    mzxid: int
+    mtime: int = 0
+
+
+@dataclass
+class _Read:
+    """A multi-read's result for one path, as the follower hands it to the view."""
+
+    data: bytes | None
+    stat: _Stat | None
+    error: Exception | None = None
+
+
+class _ViewStore:
+    """The four failover reads answered from a view (the oracle's input in memory)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+
+    def get_all_broker_registrations(self) -> dict[int, BrokerRegistration]:
+        return dict(self.view.brokers)
+
+    def get_all_topics(self) -> set[str]:
+        return set(self.view.topics)
+
+    def get_replica_assignments(self, topics: Any) -> dict[str, TopicAssignment]:
+        return self.view.assignments_for(topics)
+
+    def get_partition_leadership(self, partitions: Any) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        return self.view.leadership_for(partitions)
+
+
+class _Cluster:
+    """Random changes to a cluster, each handed to the view as the follower would (a re-read)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.zxid = 10
+        self.versions: dict[TopicPartition, int] = {}
+
+    def _stat(self, version: int = 0) -> _Stat:
+        self.zxid += 1
+        return _Stat(version, self.zxid, self.zxid)
+
+    def change(self) -> tuple[Target, _Read]:
+        rng = self.rng
+        kind = rng.choice(["broker", "broker", "topic", "state", "state", "state", "state"])
+        if kind == "broker":
+            b = rng.choice(BROKERS)
+            if rng.random() < 0.5:
+                return Target(Kind.BROKER, b), _Read(None, None, NoNodeError())
+            reg = BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9000 + b),))
+            return Target(Kind.BROKER, b), _Read(codecs.encode_broker_registration(reg), self._stat())
+        topic = rng.choice(TOPICS)
+        if kind == "topic":
+            if rng.random() < 0.2:
+                return Target(Kind.TOPIC, topic), _Read(None, None, NoNodeError())
+            partitions = {}
+            for p in range(rng.randint(1, 4)):
+                replicas = rng.sample(BROKERS, rng.randint(1, 3))
+                adding = [r for r in replicas[:1] if rng.random() < 0.2]
+                partitions[p] = ReplicaAssignment.of(replicas, adding)
+            data = codecs.encode_topic_assignment(partitions, f"id-{topic}")
+            return Target(Kind.TOPIC, topic), _Read(data, self._stat())
+        tp = TopicPartition(topic, rng.randint(0, 4))
+        if rng.random() < 0.1:
+            return Target(Kind.STATE, tp), _Read(None, None, NoNodeError())
+        version = self.versions[tp] = self.versions.get(tp, -1) + 1
+        leader = rng.choice((-1, *BROKERS))
+        isr = tuple(rng.sample(BROKERS, rng.randint(1, 3)))
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, version, isr, version), rng.randint(1, 3))
+        return Target(Kind.STATE, tp), _Read(codecs.encode_partition_state(state), self._stat(version))
+
+
+def _assert_same(mine: dict[str, Any], expected: dict[str, Any]) -> None:
+    for name, value in expected.items():
+        assert mine[name] == value, name
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_changed_path_by_path_it_equals_a_cold_load(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = _Cluster(rng)
+    view = ClusterView()
+    for _ in range(60):  # a starting cluster, loaded whole
+        view.apply(*cluster.change())
+    warm = WarmContext.load(7, view)
+    for _ in range(30):
+        # One re-read's worth of changed paths at a time, as the follower applies them.
+        chunk = [cluster.change() for _ in range(rng.randint(1, 8))]
+        for target, read in chunk:
+            view.apply(target, read)
+        warm.apply_all([target for target, _ in chunk], view)
+        assert warm.broken is None
+        _assert_same(context_fields(warm.ctx), context_fields(cold_loaded_context(_ViewStore(view))))  # type: ignore[arg-type]
+
+
+def test_a_conflicting_topic_id_breaks_the_context_instead_of_handing_it_over() -> None:
+    view = ClusterView()
+    one = ReplicaAssignment.of([1])
+    view.topics = {"a": TopicAssignment("same", {0: one}), "b": TopicAssignment("same", {0: one})}
+    assert WarmContext.load(1, view).broken is not None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_failover_start_up_on_it_does_what_it_does_on_a_cold_load(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    cluster = _Cluster(rng)
+    view = ClusterView()
+    for _ in range(80):
+        view.apply(*cluster.change())
+    warm = WarmContext.load(1, view)
+    for _ in range(10):
+        target, read = cluster.change()
+        view.apply(target, read)
+        warm.apply(target, view)
+    runs = []
+    for kept in (None, warm.ctx):
+        h = make_harness(brokers=(), decide_from_cache=True)
+        for states in view.states.values():
+            for tp, state in states.items():
+                lai = state.leader_and_isr
+                h.store.seed_state(tp, lai.leader, lai.isr, leader_epoch=lai.leader_epoch, version=lai.zk_version)
+        for topic in view.topics:
+            h.store.add_topic(topic)
+        if kept is None:
+            cold = ControllerContext(1)
+            store = _ViewStore(view)
+            cold.set_live_brokers(store.get_all_broker_registrations().values())
+            cold.set_all_topics(store.get_all_topics())
+            for topic, assignment in store.get_replica_assignments(view.topics).items():
+                if assignment.topic_id:
+                    cold.add_topic_id(topic, assignment.topic_id)
+                by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
+                cold.load_topic_assignment(topic, by_partition)
+                cold.partitions_being_reassigned.update(t for t, a in by_partition.items() if a.is_being_reassigned)
+            cold.load_partition_leadership_info(store.get_partition_leadership(cold.all_partitions()))
+            adopt(h.ctx, cold)
+        else:
+            adopt(h.ctx, kept)
+        h.rsm.startup()
+        if kept is None:
+            h.psm.startup()
+        else:  # as the controller starts it on the warm path
+            start_partition_state_machine(h.psm, h.ctx, h.log)
+        requests = sorted(
+            (s.kind, s.broker_id, tuple(sorted((p.topic, p.partition) for p in s.request.partition_states)))
+            for s in h.transport.sent
+            if s.kind == "LeaderAndIsr"
+        )
+        records = [
+            (r["kind"], r.get("machine"), r.get("counts")) for r in h.sink.records if r["kind"] == "states_initialized"
+        ]
+        runs.append((context_fields(h.ctx), requests, dict(h.store.znodes), records))
+    (cold_fields, cold_requests, cold_znodes, cold_records), (warm_fields, warm_requests, warm_znodes, warm_records) = (
+        runs
+    )
+    _assert_same(warm_fields, cold_fields)
+    assert warm_requests == cold_requests
+    assert warm_znodes == cold_znodes
+    assert warm_records == cold_records and len(cold_records) == 2
+
+
+def test_adopt_moves_every_field_but_the_controllers_identity_and_fencing() -> None:
+    target, source = ControllerContext(1), ControllerContext(2)
+    target.epoch, target.epoch_zk_version = 9, 8
+    source.set_all_topics({"a"})
+    adopt(target, source)
+    assert (target.controller_id, target.epoch, target.epoch_zk_version) == (1, 9, 8)
+    for name, value in vars(source).items():
+        if name not in IDENTITY_FIELDS:
+            assert getattr(target, name) is value, name
+    assert target.all_topics == {"a"}
