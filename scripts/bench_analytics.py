@@ -2,9 +2,10 @@
 
 Figures (``--json`` keys), each measured in the same run against the same server:
 
-* ``incremental_small_s``: today's run 5 minutes into a demo-sized cluster's day, the previous day
-  checkpointed and "now" at those 5 minutes (what beat's every-few-minutes run costs on
-  ``scripts/run``'s cluster);
+* ``incremental_small_s``: a cursor run over the first 5 minutes of a demo-sized cluster's second day
+  (only the bytes after the cursor, from the state saved there: day 1's checkpoint; "now" at the end
+  of those 5 minutes): what beat's every-few-minutes run costs on ``scripts/run``'s cluster, load
+  excluded;
 * ``incremental_day_s``: the last day of the history alone, from the previous day's checkpoint (one
   day of the 10-million history is ~330,000 records);
 * ``full_s``: the whole history recomputed (every day, every metric, Parquet results, checkpoint);
@@ -48,7 +49,9 @@ from pyspark.sql import SparkSession  # noqa: E402 - after the path set-up above
 
 from scripts.devservices import SparkConnectServer, free_port, process_cpu_seconds  # noqa: E402
 from scripts.support.generate import GenerationSummary, HistorySpec, existing_summary, generate  # noqa: E402
+from workers.analytics import cursor  # noqa: E402
 from workers.analytics import records as R  # noqa: E402
+from workers.analytics.inputs import state_root  # noqa: E402
 from workers.analytics.job import JobConfig, build_spark, run  # noqa: E402
 
 TARGETS = {"incremental_small_s": 10.0, "incremental_day_s": 20.0, "full_s": 60.0, "full_ratio": 2.5}
@@ -107,24 +110,16 @@ def _day_ms(day: Any) -> int:
     return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
 
 
-def first_minutes(source: Path, target: Path, cluster: str, day: Any, minutes: int) -> int:
-    """Copy a cluster's history with ``day`` cut after its first ``minutes``; return the records kept."""
-    (target / cluster).mkdir(parents=True, exist_ok=True)
-    for path in (source / cluster).glob("state-change-*.jsonl"):
-        if R.day_of_file_name(path.name) != day:
-            shutil.copyfile(path, target / cluster / path.name)
-    cut = _day_ms(day) + minutes * 60_000
-    kept = 0
-    with (
-        open(source / cluster / R.file_name_for(day), "rb") as src,
-        open(target / cluster / R.file_name_for(day), "wb") as out,
-    ):
+def byte_position(path: Path, cut_ms: int) -> tuple[int, int]:
+    """Where the first record at or after ``cut_ms`` starts in a day's log, and how many come before it."""
+    position = count = 0
+    with open(path, "rb") as src:
         for line in src:
-            if json.loads(line)["ts"] >= cut:
+            if json.loads(line)["ts"] >= cut_ms:
                 break
-            out.write(line)
-            kept += 1
-    return kept
+            position += len(line)
+            count += 1
+    return position, count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,33 +171,47 @@ def main(argv: list[str] | None = None) -> int:
                 return value
 
             def job(
-                out: str, since: Any, until: Any, inputs: Path = source, cluster: str = spec.cluster, now_ms: Any = None
+                out: str, since: Any, until: Any, inputs: Path = source, cluster: str = spec.cluster, **kw: Any
             ) -> Any:
                 config = JobConfig(
-                    input_dir=inputs,
-                    output_dir=work / out,
-                    since=since,
-                    until=until,
-                    clusters=(cluster,),
-                    now_ms=now_ms,
+                    input_dir=inputs, output_dir=work / out, since=since, until=until, clusters=(cluster,), **kw
                 )
                 return run(config, spark)
 
-            # The demo cluster: day 1 checkpointed (also the warm-up), then day 2's first 5 minutes.
-            demo = work / "demo-input"
+            # The demo cluster: day 1 checkpointed (also the warm-up), then the timed cursor run over
+            # day 2's first 5 minutes, reading only those bytes. Its cursor is midnight, whose state is
+            # day 1's checkpoint: the same files a cursor's saved state has, copied where one is read.
+            demo = base / "demo"
             demo_day = DEMO_SPEC.start + timedelta(days=1)
-            small_records = first_minutes(base / "demo", demo, "demo", demo_day, SMALL_MINUTES)
             job("demo", DEMO_SPEC.start, DEMO_SPEC.start, demo, "demo")
-            # As beat runs it: "now" is the end of those 5 minutes, so today is not over (no checkpoint).
-            now = _day_ms(demo_day) + SMALL_MINUTES * 60_000
-            small = timed("incremental_small_s", lambda: job("demo", demo_day, demo_day, demo, "demo", now))
+            cut = _day_ms(demo_day)
+            now = cut + SMALL_MINUTES * 60_000
+            shutil.copytree(state_root(work / "demo", as_of=DEMO_SPEC.start), state_root(work / "demo", at_ms=cut))
+            day_file = demo / "demo" / R.file_name_for(demo_day)
+            (start, before), (end, upto) = byte_position(day_file, cut), byte_position(day_file, now)
+            tail = cursor.write_slice(demo, "demo", demo_day, start, end, work / "slices")
+            small = timed(
+                "incremental_small_s",
+                lambda: job(
+                    "demo",
+                    demo_day,
+                    demo_day,
+                    demo,
+                    "demo",
+                    now_ms=now,
+                    from_ms=cut,
+                    snapshots=(("demo", tail),),
+                    save_state=True,
+                ),
+            )
+            small_records = upto - before
             figures["incremental_small_records"] = small.records
 
             full = timed("full_s", lambda: job("full", spec.start, last))
             figures["full_records"] = full.records
             timed("field_scan_s", lambda: _field_scan(spark, files))
             # The day before the last, checkpointed (not timed), then the last day from it. In --quick the
-            # demo's day-1 run above already left that checkpoint (the cut copy's day 1 is the same file).
+            # demo's day-1 run above already left that checkpoint.
             chain = "demo" if args.quick else "chain"
             if not args.quick:
                 job(chain, spec.start, last - timedelta(days=1))

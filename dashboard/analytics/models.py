@@ -95,6 +95,24 @@ class AnalyticsRun(models.Model):
         }
 
 
+class AnalyticsCursor(models.Model):
+    """How far the every-few-minutes run got in a cluster's log of ``day``: the next run starts there.
+
+    ``bytes`` is the size of the day's file the run read (whole lines), ``state_ms`` the instant its
+    saved state describes (``<output>/_state/at=<state_ms>/``), from which the next run counts.
+    Updated in the transaction that loads the run's results, so an increment is added exactly once.
+    """
+
+    cluster = models.CharField(max_length=100, unique=True)
+    day = models.DateField()
+    bytes = models.BigIntegerField()
+    state_ms = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"analytics cursor {self.cluster} {self.day} @{self.bytes}"
+
+
 class _ClusterDay(models.Model):
     cluster = models.CharField(max_length=100)
     day = models.DateField()

@@ -147,3 +147,8 @@ from tests.integration.controller_fixtures import (  # noqa: E402
 )
 
 __all__ = ["agents", "candidates", "election_consumer", "fake_brokers", "operator", "rds", "sent"]
+
+# -- the analytics tests' hand-computed history and shared job runs (analytics) ---------------------------
+from tests.integration.analytics_history import audit, both_days, chained, history  # noqa: E402
+
+__all__ += ["audit", "both_days", "chained", "history"]

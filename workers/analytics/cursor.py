@@ -1,60 +1,66 @@
-"""Per-cluster cursor of the every-few-minutes run: how much of today's log the last run covered.
+"""Per-cluster cursor of the every-few-minutes run: how much of today's log earlier runs counted.
 
 Why: beat sends ``workers.analytics.current`` every few minutes so that today's analytics stay
-current, but most of those minutes nothing was logged. The cursor (today's file size when the last
-successful run started) lets the task skip Spark entirely when no cluster's log grew, and run only
-the clusters whose log did.
-
-Stored as ``<output>/_cursor/<cluster>.json`` (``{"day": "YYYY-MM-DD", "bytes": N}``), written
-atomically after the run's results are loaded, so a failed run is retried on the next tick.
+current. A run reads only the bytes of today's file after its cluster's cursor (whole lines), starts
+from the state the previous run saved at its end, and its results are added to the stored ones, so
+a run costs what its new records cost, not what the day so far does. The cursor itself is the
+``AnalyticsCursor`` row (``runner`` moves it in the transaction that loads the run); this module is
+the file side: where a log ends now, and the slice of it a run reads.
 """
 
 from __future__ import annotations
 
-import json
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 from workers.analytics import records as R
 
-CURSOR_DIR = "_cursor"
+SLICES_DIR = "_slices"
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """How far a cluster's log for ``day`` reached: its size in bytes."""
+    """How far a cluster's log for ``day`` was read: ``bytes`` of whole lines; ``state_ms`` the instant
+    the state saved by that run describes (``None``: no state saved, the next run starts at midnight)."""
 
     day: date
     bytes: int
+    state_ms: int | None = None
+
+
+def whole_lines_end(path: Path, size: int) -> int:
+    """The end of the last complete line within the first ``size`` bytes of ``path`` (0 if none).
+
+    The controller appends while we read: a line without its newline yet is left for the next run.
+    """
+    with path.open("rb") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - _CHUNK)
+            fh.seek(start)
+            chunk = fh.read(end - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
 
 
 def current_position(input_dir: Path, cluster: str, day: date) -> Position | None:
-    """The size of ``cluster``'s file for ``day`` now, or ``None`` when there is no such file."""
+    """Where ``cluster``'s file for ``day`` ends now (whole lines), or ``None`` when there is no such file."""
     path = input_dir / cluster / R.file_name_for(day)
     try:
-        return Position(day, path.stat().st_size)
+        size = path.stat().st_size
     except FileNotFoundError:
         return None
+    return Position(day, whole_lines_end(path, size))
 
 
-def saved_position(output_dir: Path, cluster: str) -> Position | None:
-    try:
-        data = json.loads((output_dir / CURSOR_DIR / f"{cluster}.json").read_text())
-        return Position(date.fromisoformat(data["day"]), int(data["bytes"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # none yet, or unreadable: the next run recomputes today and writes a good one
-
-
-def save_position(output_dir: Path, cluster: str, position: Position) -> None:
-    root = output_dir / CURSOR_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{cluster}.json.tmp"
-    tmp.write_text(json.dumps({"day": position.day.isoformat(), "bytes": position.bytes}) + "\n")
-    tmp.replace(root / f"{cluster}.json")
-
-
-def grown(input_dir: Path, output_dir: Path, day: date) -> dict[str, Position]:
+def grown(input_dir: Path, day: date, saved: Mapping[str, Position]) -> dict[str, Position]:
     """Clusters whose log for ``day`` has grown past their cursor, with their position now."""
     found: dict[str, Position] = {}
     if not input_dir.is_dir():
@@ -65,7 +71,31 @@ def grown(input_dir: Path, output_dir: Path, day: date) -> dict[str, Position]:
         now = current_position(input_dir, child.name, day)
         if now is None:
             continue
-        last = saved_position(output_dir, child.name)
+        last = saved.get(child.name)
         if last is None or last.day != day or now.bytes > last.bytes:
             found[child.name] = now
     return found
+
+
+def write_slice(input_dir: Path, cluster: str, day: date, start: int, end: int, dest_dir: Path) -> Path:
+    """Copy bytes ``[start, end)`` of ``cluster``'s log for ``day`` to ``dest_dir`` (same file name).
+
+    The job reads the copy, so what it reads is exactly what the cursor will record, however much
+    the controller appends meanwhile.
+    """
+    dest = dest_dir / cluster / R.file_name_for(day)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with (input_dir / cluster / R.file_name_for(day)).open("rb") as src, dest.open("wb") as out:
+        src.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = src.read(min(remaining, 1 << 20))
+            if not chunk:
+                break
+            out.write(chunk)
+            remaining -= len(chunk)
+    return dest
+
+
+def remove_slices(output_dir: Path, name: str) -> None:
+    shutil.rmtree(output_dir / SLICES_DIR / name, ignore_errors=True)

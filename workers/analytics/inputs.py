@@ -62,10 +62,20 @@ class JobConfig:
     actions_dir: Path | None = None
     flapping_top: int = 100
     now_ms: int | None = None
+    #: A cursor run: count from this instant (the previous run's end), seeded with the state that
+    #: run saved there (``<output>/_state/at=<from_ms>/``), reading only the window's last day.
+    from_ms: int | None = None
+    #: Per cluster, a file to read instead of the last day's log: the bytes up to the position the
+    #: cursor will record (a cursor run: only those after the previous position).
+    snapshots: tuple[tuple[str, Path], ...] = ()
+    #: Save the state at the window's effective end (``_state/at=<ms>/``) for the next cursor run.
+    save_state: bool = False
 
     def validate(self) -> None:
         if self.since > self.until:
             raise JobInputError(f"--since {self.since} is after --until {self.until}")
+        if self.from_ms is not None and not (_day_ms(self.until) <= self.from_ms <= self.window.effective_end_ms):
+            raise JobInputError(f"a cursor run's start ({self.from_ms} ms) must lie in {self.until}, before now")
         if not self.input_dir.is_dir():
             raise JobInputError(f"input directory {self.input_dir} does not exist (expected <input>/<cluster>/*.jsonl)")
         if self.flapping_top < 1:
@@ -79,7 +89,7 @@ class JobConfig:
         start = _day_ms(self.since)
         end = _day_ms(self.until + timedelta(days=1))
         now = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
-        return ReportWindow(start, end, max(start, min(end, now)))
+        return ReportWindow(start, end, max(start, min(end, now)), self.from_ms)
 
     @property
     def closed(self) -> bool:
@@ -89,7 +99,15 @@ class JobConfig:
 
     @property
     def run_dir(self) -> Path:
-        return self.output_dir / RUNS_DIR / f"{self.since.isoformat()}_{self.until.isoformat()}"
+        name = f"{self.since.isoformat()}_{self.until.isoformat()}"
+        # A cursor run's results are an increment, loaded once: never where a whole-day run's are.
+        return self.output_dir / RUNS_DIR / (name if self.from_ms is None else f"{name}@{self.from_ms}")
+
+
+def state_root(output_dir: Path, as_of: date | None = None, at_ms: int | None = None) -> Path:
+    """A checkpoint's directory: end of the day ``as_of``, or the instant ``at_ms`` (a cursor's)."""
+    name = f"as_of={as_of.isoformat()}" if as_of is not None else f"at={at_ms}"
+    return output_dir / STATE_DIR / name
 
 
 def _day_ms(day: date) -> int:
@@ -107,6 +125,7 @@ class ClusterInput:
     json_days: dict[date, Path] = field(default_factory=dict)
     parquet_days: dict[date, Path] = field(default_factory=dict)
     checkpoint: date | None = None
+    state_dir: Path | None = None
     read_days: list[date] = field(default_factory=list)
     window_days: list[date] = field(default_factory=list)
 
@@ -165,6 +184,9 @@ def discover(config: JobConfig) -> list[ClusterInput]:
         raise JobInputError(f"{config.input_dir} has no cluster directories (expected <input>/<cluster>/*.jsonl)")
 
     window_days = [config.since + timedelta(days=i) for i in range((config.until - config.since).days + 1)]
+    snapshots = dict(config.snapshots)
+    if config.from_ms is not None and config.since != config.until:
+        raise JobInputError("a cursor run covers one day (--since = --until)")
     inputs: list[ClusterInput] = []
     for name in names:
         cluster = ClusterInput(name)
@@ -173,13 +195,26 @@ def discover(config: JobConfig) -> list[ClusterInput]:
             if day is not None and path.is_file():
                 cluster.json_days[day] = path
         cluster.parquet_days = _compacted_days(config.compacted_dir, name)
+        if name in snapshots:
+            cluster.json_days[config.until] = snapshots[name]
+            cluster.parquet_days.pop(config.until, None)
         all_days = sorted(set(cluster.json_days) | set(cluster.parquet_days))
         cluster.window_days = [d for d in window_days if d in cluster.json_days or d in cluster.parquet_days]
         if not cluster.window_days:
             logger.warning("cluster %s has no state-change files between %s and %s", name, config.since, config.until)
             continue
+        if config.from_ms is not None:
+            root = state_root(config.output_dir, at_ms=config.from_ms)
+            if not (root / f"_complete-{name}").is_file():
+                raise JobInputError(f"no saved state of cluster {name} at {config.from_ms} ms in {root.parent}")
+            cluster.state_dir = root
+            cluster.read_days = [config.until]
+            inputs.append(cluster)
+            continue
         earlier = [d for d in _checkpoints(config.output_dir, name) if d < config.since]
         cluster.checkpoint = earlier[-1] if earlier else None
+        if cluster.checkpoint is not None:
+            cluster.state_dir = state_root(config.output_dir, as_of=cluster.checkpoint)
         warm_from = cluster.checkpoint + timedelta(days=1) if cluster.checkpoint else date.min
         warm_up = [d for d in all_days if warm_from <= d < config.since]
         if warm_up:

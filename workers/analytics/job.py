@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,13 @@ from workers.analytics import transforms as X
 from workers.analytics.inputs import (
     MANIFESTS_DIR,
     RUNS_DIR,
-    STATE_DIR,
     ClusterInput,
     JobConfig,
     JobInputError,
     discover,
     parse_day,
     read_cluster,
+    state_root,
     yesterday_utc,
 )
 from workers.analytics.session import UNCOMPRESSED_CACHE_CONF, SparkUnavailableError, build_spark
@@ -115,8 +115,8 @@ def _union(frames: Iterable[DataFrame]) -> DataFrame | None:
 # --- checkpoints ------------------------------------------------------------------------------------------
 
 
-def _state_path(output_dir: Path, as_of: date, part: str, cluster: str | None = None) -> Path:
-    path = output_dir / STATE_DIR / f"as_of={as_of.isoformat()}" / part
+def _state_path(root: Path, part: str, cluster: str | None = None) -> Path:
+    path = root / part
     return path if cluster is None else path / f"cluster={cluster}"
 
 
@@ -130,6 +130,7 @@ STATE_SCHEMAS = {
             T.StructField("leader", T.IntegerType()),
             T.StructField("state_ms", T.DoubleType()),
             T.StructField("cause_broker", T.IntegerType()),
+            T.StructField("estimated_ms", T.DoubleType()),
         ]
     ),
     "controller": T.StructType(
@@ -159,10 +160,10 @@ def _read_state(
     # Explicit schemas: a part with no rows is an empty directory, which Spark cannot infer from.
     frames = [
         spark.read.schema(STATE_SCHEMAS[part])
-        .parquet(str(_state_path(config.output_dir, c.checkpoint, part, c.name)))
+        .parquet(str(_state_path(c.state_dir, part, c.name)))
         .withColumn("cluster", F.lit(c.name))
         for c in clusters
-        if c.checkpoint is not None
+        if c.state_dir is not None
     ]
     return _union(frames)
 
@@ -183,6 +184,8 @@ class JobResult:
     seconds: float
     checkpoint: bool
     warm_up_days: dict[str, int]
+    #: Where the end state was saved for the next cursor run (``_state/at=<ms>``), if it was.
+    state_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -207,7 +210,7 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
     clusters = discover(config)
     spark = spark or build_spark()
     window = config.window
-    report = _Progress(progress, steps=5 + len(TABLES) + (1 if config.closed else 0))
+    report = _Progress(progress, steps=5 + len(TABLES) + (1 if config.closed else 0) + (1 if config.save_state else 0))
     names = [c.name for c in clusters]
     report.step(f"found input for {len(clusters)} cluster(s): {', '.join(names)}")
 
@@ -251,7 +254,9 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
 
         # 3. What several tables share (cached; filled by the first write that needs each).
         intervals = keep(
-            X.with_estimated_starts(X.unavailability_intervals(walked, hashed_key=hashed), X.session_losses(special))
+            X.with_estimated_starts(
+                X.unavailability_intervals(walked, hashed_key=hashed), X.session_losses(special), seeds["partitions"]
+            )
         )
         deltas = keep(M.leader_deltas(walked, window))
         pairs = keep(M.reassignments(M.reassignment_rows(special, seeds["reassignments"])))
@@ -267,7 +272,7 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
             X.rare(special, R.KIND_ELECTION).where(F.col("strategy") == A.STRATEGY_PREFERRED), exported
         )
         action_elections = action_elections.where(
-            (F.col("requested_ms") >= F.lit(float(window.start_ms)))
+            (F.col("requested_ms") >= F.lit(float(window.counted_from_ms)))
             & (F.col("requested_ms") < F.lit(float(window.end_ms)))
         )
 
@@ -287,29 +292,35 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
             "reassignments": moved,
             "reassignment_actions": M.reassignment_actions(moved),
             "election_actions": action_elections,
-            "isr_flapping": X.with_dates(M.isr_flapping(days, window, config.flapping_top)),
+            # Beat's runs of today keep every partition's counts: a later increment is added to each
+            # and the load ranks them (only a whole-day recompute keeps just the top).
+            "isr_flapping": X.with_dates(
+                M.isr_flapping(days, window, 2**31 - 1 if config.save_state else config.flapping_top)
+            ),
         }
+        state = {
+            "partitions": X.checkpoint_partitions(walked, intervals, inventory),
+            "controller": X.checkpoint_controller(epochs),
+            "reassignments": X.checkpoint_reassignments(pairs),
+            "brokers": brokers,
+        }
+        roots = []
+        if config.closed:
+            roots.append(state_root(config.output_dir, as_of=config.until))
+        if config.save_state:
+            roots.append(state_root(config.output_dir, at_ms=window.effective_end_ms))
         writer = _Writer(config, names)
         futures = {pool.submit(writer.write, name, frame): name for name, frame in tables.items()}
+        # The state's parts go in the same queue: small jobs overlap each other's latency.
+        saving = [_Checkpoint(pool, root, names, state) for root in roots]
         for future in as_completed(futures):
             future.result()
             report.step(f"wrote {futures[future].replace('_', ' ')}")
         rows = writer.finish(config, per_cluster)
         report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
-
-        if config.closed:
-            _write_checkpoint(
-                pool,
-                config,
-                names,
-                {
-                    "partitions": X.checkpoint_partitions(walked, intervals, inventory),
-                    "controller": X.checkpoint_controller(epochs),
-                    "reassignments": X.checkpoint_reassignments(pairs),
-                    "brokers": brokers,
-                },
-            )
-            report.step(f"saved each partition's state as of {config.until} for the next run")
+        for checkpoint in saving:
+            checkpoint.finish()
+            report.step(f"saved each partition's state ({checkpoint.root.name}) for the next run")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for frame in cached:
@@ -325,6 +336,7 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
         seconds=round(time.perf_counter() - started, 2),
         checkpoint=config.closed,
         warm_up_days={c.name: len(c.read_days) - len(c.window_days) for c in clusters},
+        state_ms=window.effective_end_ms if config.save_state else None,
     )
     report.step(f"done in {result.seconds:.1f} s")
     return result
@@ -373,8 +385,11 @@ class _Writer:
                 "cluster": cluster,
                 "since": config.since.isoformat(),
                 "until": config.until.isoformat(),
-                "window_start_ms": config.window.start_ms,
+                "window_start_ms": config.window.counted_from_ms,
                 "window_end_ms": config.window.end_ms,
+                "effective_end_ms": config.window.effective_end_ms,
+                # An increment (a cursor run): its daily figures are added to the stored ones.
+                "increment": config.from_ms is not None,
                 "records": records.get(cluster, 0),
                 "rows": {table: counted[(table, cluster)] for table in TABLES},
                 "written_at": datetime.now(UTC).isoformat(),
@@ -385,24 +400,33 @@ class _Writer:
         return totals
 
 
-def _write_checkpoint(
-    pool: ThreadPoolExecutor, config: JobConfig, clusters: Sequence[str], parts: dict[str, DataFrame]
-) -> None:
-    def write(part: str, frame: DataFrame) -> None:
-        path = _state_path(config.output_dir, config.until, part)
+class _Checkpoint:
+    """Write a checkpoint's parts (submitted at once to the pool); ``finish`` marks it complete."""
+
+    def __init__(
+        self, pool: ThreadPoolExecutor, root: Path, clusters: Sequence[str], parts: dict[str, DataFrame]
+    ) -> None:
+        self.root = root
+        self._clusters = list(clusters)
         for cluster in clusters:
+            (root / f"_complete-{cluster}").unlink(missing_ok=True)
+        self._futures = [pool.submit(self._write, part, frame) for part, frame in parts.items()]
+
+    def _write(self, part: str, frame: DataFrame) -> None:
+        path = _state_path(self.root, part)
+        for cluster in self._clusters:
             shutil.rmtree(path / f"cluster={cluster}", ignore_errors=True)
         frame.write.mode("append").partitionBy("cluster").parquet(str(path))
 
-    for future in [pool.submit(write, part, frame) for part, frame in parts.items()]:
-        future.result()
-    root = config.output_dir / STATE_DIR / f"as_of={config.until.isoformat()}"
-    for cluster in clusters:
-        # A part with no rows for a cluster has no directory; create it so the next run can read it.
-        for part in STATE_PARTS:
-            _state_path(config.output_dir, config.until, part, cluster).mkdir(parents=True, exist_ok=True)
-        # Written last: only a complete checkpoint is ever used.
-        (root / f"_complete-{cluster}").write_text(datetime.now(UTC).isoformat() + "\n")
+    def finish(self) -> None:
+        for future in self._futures:
+            future.result()
+        for cluster in self._clusters:
+            # A part with no rows for a cluster has no directory; create it so the next run can read it.
+            for part in STATE_PARTS:
+                _state_path(self.root, part, cluster).mkdir(parents=True, exist_ok=True)
+            # Written last: only a complete checkpoint is ever used.
+            (self.root / f"_complete-{cluster}").write_text(datetime.now(UTC).isoformat() + "\n")
 
 
 # --- command line ---------------------------------------------------------------------------------------

@@ -12,7 +12,11 @@ crash leaves the previous rows intact. What a window "owns":
   replaces the stored row with its key, including ones that started before the window and ended in
   it (an outage across midnight); stored rows that started in the window and that the run no longer
   produces are deleted; and an open row never replaces a closed one that ends after the window
-  (rerunning an old window must not forget an outage's end that a later run saw).
+  (rerunning an old window must not forget an outage's end that a later run saw);
+* a cursor run's increment (manifest ``"increment": true``): its daily figures are added to the
+  stored ones and what derives from them recomputed (:class:`_SummedMerge`); its minutes, failovers
+  and unclean elections are replaced from its cursor on. The runner loads each increment once, in
+  the transaction that moves the cursor.
 
 Parquet is read with pyarrow in this process, not through Spark: a run's result tables are small
 (days, minutes, intervals of one window), and reading them through the Spark session cost one
@@ -266,6 +270,9 @@ class Manifest:
     start: datetime
     end: datetime
     rows: dict[str, int]
+    #: A cursor run's results: daily figures to add to the stored ones (see :class:`_SummedMerge`).
+    increment: bool = False
+    effective_end_ms: int | None = None
 
     @classmethod
     def read(cls, path: Path) -> Manifest:
@@ -277,6 +284,8 @@ class Manifest:
             start=datetime.fromtimestamp(data["window_start_ms"] / 1000.0, tz=UTC),
             end=datetime.fromtimestamp(data["window_end_ms"] / 1000.0, tz=UTC),
             rows=dict(data["rows"]),
+            increment=bool(data.get("increment", False)),
+            effective_end_ms=data.get("effective_end_ms"),
         )
 
 
@@ -286,11 +295,15 @@ def run_directory(output_dir: Path, since: date, until: date) -> Path:
 
 def manifests(output_dir: Path, since: date, until: date, clusters: Sequence[str] = ()) -> list[Manifest]:
     """Return the manifests of a finished run; raise :class:`JobInputError` when there are none."""
-    root = run_directory(output_dir, since, until) / MANIFESTS_DIR
+    return _manifests_in(run_directory(output_dir, since, until), since, until, clusters)
+
+
+def _manifests_in(run_dir: Path, since: date, until: date, clusters: Sequence[str] = ()) -> list[Manifest]:
+    root = run_dir / MANIFESTS_DIR
     found = sorted(root.glob("*.json")) if root.is_dir() else []
     result = [Manifest.read(p) for p in found if not clusters or p.stem in clusters]
     if not result:
-        raise JobInputError(f"no finished analytics run for {since}..{until} in {output_dir}")
+        raise JobInputError(f"no finished analytics run for {since}..{until} in {run_dir.parent.parent}")
     return result
 
 
@@ -332,6 +345,10 @@ def _delete_owned(table: _Table, manifest: Manifest) -> None:
         objects.filter(epoch_minute__gte=first, epoch_minute__lt=last).delete()
     elif table.model is M.ControllerFailover:
         objects.filter(first_at__gte=manifest.start, first_at__lt=manifest.end).delete()
+    elif manifest.increment and table.model is M.UncleanElection:
+        objects.filter(at__gte=manifest.start, at__lt=manifest.end).delete()
+    elif manifest.increment and table.model in _SUMMED:
+        return  # added to, not replaced
     elif table.model not in (M.UnavailabilityInterval, M.Reassignment):
         objects.filter(day__gte=manifest.since, day__lte=manifest.until).delete()
 
@@ -390,6 +407,96 @@ class _KeyedMerge:
             self.objects.filter(pk__in=pks[start : start + 900]).delete()
 
 
+_OUTAGE_SUMS = ("outages", "recoveries", "leaderless_s", "recovery_s")
+#: Per model of the daily tables: its key within a cluster and the figures an increment adds.
+_SUMMED: dict[type[models.Model], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    M.TopicAvailability: (("day", "topic"), _OUTAGE_SUMS),
+    M.PartitionOutage: (("day", "topic", "partition"), _OUTAGE_SUMS),
+    M.BrokerOutage: (("day", "broker"), _OUTAGE_SUMS),
+    M.ElectionCount: (("day", "strategy", "cause"), ("elections", "unclean")),
+    M.IsrFlapping: (("day", "topic", "partition"), ("shrinks", "expands")),
+}
+_DAY_MS = 86_400_000
+
+
+class _SummedMerge:
+    """Add a cursor run's daily figures to the stored ones; recompute what derives from them.
+
+    Every daily figure the job writes is a sum over the records of the day (outages started,
+    recoveries, leaderless and recovery time, elections, ISR shrinks and expands), and a cursor run
+    counts only the records after its cursor, so the day's figure is the stored one plus the run's.
+    What is not a sum is derived here from the sums: MTTR, availability (over the day up to the
+    run's end), flaps, and the day's flapping rank (every partition of an increment's day is kept,
+    so the rank is exact; the nightly run keeps the top ``ANALYTICS_FLAPPING_TOP`` again).
+    """
+
+    def __init__(self, model: type[models.Model], manifest: Manifest) -> None:
+        self.model = model
+        self.manifest = manifest
+        self.key, self.sums = _SUMMED[model]
+
+    def _key(self, row: Any) -> tuple[Any, ...]:
+        return tuple(getattr(row, name) for name in self.key)
+
+    def _covered_s(self, day: date) -> float:
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000
+        end = min(start + _DAY_MS, float(self.manifest.effective_end_ms or start + _DAY_MS))
+        return max(0.0, end - start) / 1000.0
+
+    def _derive(self, row: Any) -> None:
+        if "recoveries" in self.sums:
+            row.mttr_s = row.recovery_s / row.recoveries if row.recoveries > 0 else None
+        if self.model is M.TopicAvailability:
+            covered = self._covered_s(row.day)
+            row.availability = (
+                max(0.0, 1.0 - row.leaderless_s / (row.partitions * covered))
+                if covered > 0 and row.partitions
+                else None
+            )
+        if self.model is M.IsrFlapping:
+            row.flaps = min(row.shrinks, row.expands)
+
+    def apply(self, rows: list[Any]) -> int:
+        days = {row.day for row in rows}
+        stored: dict[tuple[Any, ...], Any] = {
+            self._key(row): row
+            for row in self.model._default_manager.filter(cluster=self.manifest.cluster, day__in=days)
+        }
+        changed: dict[int, Any] = {}
+        new: list[Any] = []
+        for row in rows:
+            old = stored.get(self._key(row))
+            if old is None:
+                stored[self._key(row)] = row
+                new.append(row)
+                target = row
+            else:
+                for name in self.sums:
+                    setattr(old, name, getattr(old, name) + getattr(row, name))
+                if self.model is M.TopicAvailability:
+                    old.partitions = row.partitions  # every partition known by the run's end
+                changed[old.pk] = target = old
+            self._derive(target)
+        fields = [*self.sums, "mttr_s", "partitions", "availability", "flaps", "rank"]
+        if self.model is M.IsrFlapping:
+            for day in days:
+                ranked = sorted(
+                    (r for r in stored.values() if r.day == day),
+                    key=lambda r: (-r.flaps, -(r.shrinks + r.expands), r.topic, r.partition),
+                )
+                for rank, row in enumerate(ranked, start=1):
+                    if row.rank != rank and row.pk is not None:
+                        changed[row.pk] = row
+                    row.rank = rank
+        present = {f.name for f in self.model._meta.concrete_fields}
+        if changed:
+            self.model._default_manager.bulk_update(
+                list(changed.values()), [f for f in fields if f in present], batch_size=1000
+            )
+        self.model._default_manager.bulk_create(new, batch_size=1000)
+        return len(rows)
+
+
 def load_cluster(run_dir: Path, manifest: Manifest, progress: Callable[[str], None] | None = None) -> dict[str, int]:
     """Replace one cluster's rows for the manifest's window, in one transaction; return rows per table."""
     loaded: dict[str, int] = {}
@@ -402,6 +509,11 @@ def load_cluster(run_dir: Path, manifest: Manifest, progress: Callable[[str], No
                 else None
             )
             path = run_dir / table.name / f"cluster={manifest.cluster}"
+            if manifest.increment and table.model in _SUMMED:
+                loaded[table.name] = _SummedMerge(table.model, manifest).apply(
+                    [table.build(manifest.cluster, row) for row in _rows(path, table)]
+                )
+                continue
             count = 0
             for built in _batched(table.build(manifest.cluster, row) for row in _rows(path, table)):
                 batch = built if merge is None else merge.rows_to_insert(built)
@@ -426,9 +538,19 @@ def load_run(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Load every cluster of the finished run ``since..until``; return rows loaded per cluster and table."""
-    run_dir = run_directory(output_dir, since, until)
+    return load_directory(run_directory(output_dir, since, until), since, until, clusters, progress)
+
+
+def load_directory(
+    run_dir: Path,
+    since: date,
+    until: date,
+    clusters: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, int]]:
+    """Load the run written to ``run_dir`` (a cursor run's increment must be loaded once: ``runner``)."""
     result: dict[str, dict[str, int]] = {}
-    for manifest in manifests(output_dir, since, until, clusters):
+    for manifest in _manifests_in(run_dir, since, until, clusters):
         result[manifest.cluster] = load_cluster(run_dir, manifest, progress)
         logger.info("loaded analytics for %s %s..%s: %s", manifest.cluster, since, until, result[manifest.cluster])
     return result

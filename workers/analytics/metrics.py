@@ -42,7 +42,10 @@ def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
       window's effective end).
     """
     start = F.col("outage_start_ms")
-    clip_start = F.greatest(start, F.lit(float(window.start_ms)))
+    # An interval detected before the cursor was counted up to it by the earlier run; one detected
+    # after it was unknown then, so it counts from its (estimated) start, within the window's days.
+    lower = F.when(F.col("start_ms") < F.lit(float(window.counted_from_ms)), F.lit(float(window.counted_from_ms)))
+    clip_start = F.greatest(start, F.coalesce(lower, F.lit(float(window.start_ms))))
     clip_end = F.least(
         F.coalesce(F.col("end_ms"), F.lit(float(window.effective_end_ms))), F.lit(float(window.effective_end_ms))
     )
@@ -65,7 +68,9 @@ def outage_facts(intervals: DataFrame, window: ReportWindow) -> DataFrame:
         F.lit(0).alias("recoveries"),
         F.lit(0.0).alias("recovery_ms"),
     )
-    started = intervals.where(in_window(start, window)).select(
+    # Counted once: by the run that detected it (at or after the cursor), on its start's day.
+    first_day = (start >= F.lit(float(window.start_ms))) & (start < F.lit(float(window.end_ms)))
+    started = intervals.where(first_day & (F.col("start_ms") >= F.lit(float(window.counted_from_ms)))).select(
         "*",
         day_of(start).alias("day"),
         F.lit(0.0).alias("leaderless_ms"),
@@ -191,7 +196,7 @@ def leader_deltas(walked: DataFrame, window: ReportWindow) -> DataFrame:
     A partition's first record also says who led it before (``leader_before``): that leader counts
     from the start, so a first run without a checkpoint still knows most leaders.
     """
-    initial_minute = window.start_ms // MINUTE_MS - 1
+    initial_minute = window.counted_from_ms // MINUTE_MS - 1
     minute = F.greatest(F.floor(F.col("ts") / MINUTE_MS), F.lit(initial_minute)).cast("long")
     prev = F.when(F.col("first"), non_negative(F.col("leader_before"))).otherwise(F.col("prev_leader"))
     changed = F.col("first") | ~F.col("leader").eqNullSafe(F.col("prev_leader"))
@@ -246,7 +251,7 @@ def leader_counts(deltas: DataFrame, brokers: DataFrame, window: ReportWindow) -
     minutes, never partitions x minutes.
     """
     spark = deltas.sparkSession
-    first_minute = window.start_ms // MINUTE_MS
+    first_minute = window.counted_from_ms // MINUTE_MS
     last_minute = -(-window.effective_end_ms // MINUTE_MS)  # exclusive; a started minute is shown
     by_broker = Window.partitionBy("cluster", "broker").orderBy("minute", "grid")
     cumulative = deltas.select(

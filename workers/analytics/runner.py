@@ -22,21 +22,25 @@ The input is ``STATE_CHANGE_LOG_DIR`` (one sub-directory per cluster).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from pyspark.sql import SparkSession
 
 from dashboard.analytics import audit_export
-from dashboard.analytics.models import AnalyticsRun
+from dashboard.analytics.models import AnalyticsCursor, AnalyticsRun
 from dashboard.lib.env import env_bool, env_int, env_str
 from workers.analytics import compaction, cursor, load
+from workers.analytics.inputs import STATE_DIR, state_root
 from workers.analytics.job import JobConfig, JobInputError, SparkUnavailableError, build_spark, discover
 from workers.analytics.job import run as run_job
 
@@ -135,12 +139,14 @@ def execute(
     report: Reporter | None = None,
     echo: Callable[[str], None] | None = None,
     now_ms: int | None = None,
+    positions: Mapping[str, cursor.Position] | None = None,
 ) -> AnalyticsRun:
     """Run ``run`` end to end and leave its row succeeded or failed (never running).
 
     Steps: 1. claim the row; 2. export the audit table (operator actions) up to the window's end;
     3. compact closed days (optional); 4. compute; 5. load, one transaction per cluster. ``spark`` is
-    stopped at the end only if this function started it.
+    stopped at the end only if this function started it. With ``positions`` (beat's run of today,
+    :func:`execute_current`) step 4 and 5 are cursor runs (:func:`_compute_current`).
     """
     pipeline = pipeline or PipelineSettings.from_django()
     refusal = _claim(run, pipeline.stale_run_s)
@@ -169,7 +175,8 @@ def execute(
             flapping_top=pipeline.flapping_top,
             now_ms=now_ms,
         )
-        discover(config)  # bad input fails here, before a JVM starts
+        if positions is None:
+            discover(config)  # bad input fails here, before a JVM starts
         if spark is None:
             spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory, remote=pipeline.remote or None)
         # Every action, not just the window's: a reassignment started last week may end today.
@@ -186,15 +193,28 @@ def execute(
                 progress=lambda m: progress(0.04, m),
             )
             progress(0.05, f"compacted {done.days} day(s), {done.up_to_date} already up to date")
-        result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
-        _update(run, records=result.records)
-        progress(0.8, "loading the results into the database")
-        loaded = load.load_run(pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m))
+        if positions is None:
+            result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
+            records = result.records
+            _update(run, records=records)
+            progress(0.8, "loading the results into the database")
+            with transaction.atomic():
+                loaded = load.load_run(
+                    pipeline.output_dir, run.since, run.until, run.cluster_list, lambda m: progress(0.85, m)
+                )
+                # These days now hold a whole-day recompute: a cursor into them would add its
+                # increment on top, so the next every-few-minutes run starts again from midnight.
+                AnalyticsCursor.objects.filter(
+                    cluster__in=list(loaded), day__gte=run.since, day__lte=run.until
+                ).delete()
+        else:
+            records, loaded = _compute_current(run, pipeline, spark, positions, now_ms, progress)
+            _update(run, records=records)
         _update(
             run,
             status=AnalyticsRun.Status.SUCCEEDED,
             progress=1.0,
-            message=f"{result.records:,} records, {sum(sum(t.values()) for t in loaded.values()):,} rows loaded",
+            message=f"{records:,} records, {sum(sum(t.values()) for t in loaded.values()):,} rows loaded",
             rows_loaded=loaded,
         )
     except (JobInputError, SparkUnavailableError) as exc:
@@ -227,16 +247,131 @@ def execute_current(
     pipeline = pipeline or PipelineSettings.from_django()
     if active_run(pipeline.stale_run_s) is not None:
         return {"skipped": "another analytics run is active"}
-    moved = cursor.grown(pipeline.input_dir, pipeline.output_dir, today)
+    saved = {row.cluster: cursor.Position(row.day, row.bytes, row.state_ms) for row in AnalyticsCursor.objects.all()}
+    moved = cursor.grown(pipeline.input_dir, today, saved)
     if not moved:
         return {"skipped": "no new state changes"}
     run = create_run(today, today, sorted(moved), trigger=AnalyticsRun.Trigger.CURRENT)
     AnalyticsRun.objects.filter(pk=run.pk).update(task_id=task_id)
-    done = execute(run, pipeline, spark=spark, report=report, now_ms=now_ms)
-    if done.status == AnalyticsRun.Status.SUCCEEDED:
-        for cluster, position in moved.items():
-            cursor.save_position(pipeline.output_dir, cluster, position)
-    return done.as_status()
+    return execute(run, pipeline, spark=spark, report=report, now_ms=now_ms, positions=moved).as_status()
+
+
+class StaleCursorError(RuntimeError):
+    """Another run moved a cluster's cursor while this one computed: its increment is not added."""
+
+
+@dataclass(frozen=True, slots=True)
+class _CursorJob:
+    config: JobConfig
+    #: Per cluster: the cursor's instant the job counts from (``None``: from midnight) and where it ends.
+    moves: dict[str, tuple[int | None, cursor.Position]]
+
+
+def _plan_current(
+    run: AnalyticsRun, pipeline: PipelineSettings, positions: Mapping[str, cursor.Position], now_ms: int | None
+) -> list[_CursorJob]:
+    """One cursor job per cluster with a usable cursor for the day; one job from midnight for the rest."""
+    day = run.since
+    # One "now" for the whole run: the state saved, the manifest and the next cursor must agree.
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    slices = pipeline.output_dir / cursor.SLICES_DIR / f"run-{run.pk}"
+    saved = {row.cluster: row for row in AnalyticsCursor.objects.filter(cluster__in=list(positions))}
+    base = JobConfig(
+        input_dir=pipeline.input_dir,
+        output_dir=pipeline.output_dir,
+        since=day,
+        until=day,
+        compacted_dir=pipeline.compacted_dir,
+        actions_dir=pipeline.audit_dir,
+        flapping_top=pipeline.flapping_top,
+        now_ms=now_ms,
+        save_state=True,
+    )
+    jobs: list[_CursorJob] = []
+    fresh: dict[str, tuple[int | None, cursor.Position]] = {}
+    snapshots: list[tuple[str, Path]] = []
+    for name, position in sorted(positions.items()):
+        row = saved.get(name)
+        usable = (
+            row is not None
+            and row.day == position.day
+            and row.bytes <= position.bytes
+            and row.state_ms <= base.window.effective_end_ms
+            and (state_root(pipeline.output_dir, at_ms=row.state_ms) / f"_complete-{name}").is_file()
+        )
+        if row is not None and usable:
+            tail = cursor.write_slice(pipeline.input_dir, name, day, row.bytes, position.bytes, slices)
+            config = dataclasses.replace(base, clusters=(name,), from_ms=row.state_ms, snapshots=((name, tail),))
+            jobs.append(_CursorJob(config, {name: (row.state_ms, position)}))
+        else:
+            whole = cursor.write_slice(pipeline.input_dir, name, day, 0, position.bytes, slices)
+            snapshots.append((name, whole))
+            fresh[name] = (None, position)
+    if fresh:
+        config = dataclasses.replace(base, clusters=tuple(fresh), snapshots=tuple(snapshots))
+        jobs.insert(0, _CursorJob(config, fresh))
+    for job in jobs:
+        discover(job.config)  # bad input fails before any job runs
+    return jobs
+
+
+def _compute_current(
+    run: AnalyticsRun,
+    pipeline: PipelineSettings,
+    spark: SparkSession,
+    positions: Mapping[str, cursor.Position],
+    now_ms: int | None,
+    progress: Callable[[float, str], None],
+) -> tuple[int, dict[str, dict[str, int]]]:
+    """Today's runs from each cluster's cursor: compute, then load and move the cursor in one transaction."""
+    jobs = _plan_current(run, pipeline, positions, now_ms)
+    records = 0
+    loaded: dict[str, dict[str, int]] = {}
+    try:
+        for index, job in enumerate(jobs):
+            share = 0.75 / len(jobs)
+            start = 0.05 + share * index
+            result = run_job(job.config, spark, _scaled(progress, start, share))
+            records += result.records
+            assert result.state_ms is not None  # save_state
+            progress(start + share, "loading the results into the database")
+            with transaction.atomic():
+                for name, (from_ms, _) in job.moves.items():
+                    row = AnalyticsCursor.objects.select_for_update().filter(cluster=name).first()
+                    if from_ms is not None and (row is None or row.state_ms != from_ms):
+                        raise StaleCursorError(f"the cursor of {name} moved during this run; its results are dropped")
+                loaded.update(load.load_directory(job.config.run_dir, run.since, run.until, list(job.moves)))
+                for name, (_, position) in job.moves.items():
+                    AnalyticsCursor.objects.update_or_create(
+                        cluster=name,
+                        defaults={"day": position.day, "bytes": position.bytes, "state_ms": result.state_ms},
+                    )
+            for name in job.moves:
+                _prune_states(pipeline.output_dir, name, keep_ms=result.state_ms)
+            if job.config.from_ms is not None:
+                shutil.rmtree(job.config.run_dir, ignore_errors=True)  # loaded once; never again
+    finally:
+        cursor.remove_slices(pipeline.output_dir, f"run-{run.pk}")
+    return records, loaded
+
+
+def _scaled(progress: Callable[[float, str], None], start: float, share: float) -> Callable[[float, str], None]:
+    """One job's progress (0..1) as its share of the run's bar."""
+    return lambda fraction, message: progress(start + share * min(fraction, 0.999), message)
+
+
+def _prune_states(output_dir: Path, cluster: str, keep_ms: int) -> None:
+    """Remove a cluster's cursor states other than ``keep_ms`` (and directories nobody needs any more)."""
+    root = output_dir / STATE_DIR
+    for path in root.glob("at=*") if root.is_dir() else ():
+        if path.name == f"at={keep_ms}":
+            continue
+        (path / f"_complete-{cluster}").unlink(missing_ok=True)
+        for part in path.iterdir():
+            if part.is_dir():
+                shutil.rmtree(part / f"cluster={cluster}", ignore_errors=True)
+        if not any(path.glob("_complete-*")):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def create_run(

@@ -44,6 +44,14 @@ class ReportWindow:
     start_ms: int
     end_ms: int
     effective_end_ms: int
+    #: A cursor run's cut: an earlier run counted everything before it (its effective end), and
+    #: this run's state starts from that run's saved state. ``None`` for a run over whole days.
+    from_ms: int | None = None
+
+    @property
+    def counted_from_ms(self) -> int:
+        """Where this run's counts begin: the cursor, else the window's first midnight."""
+        return self.start_ms if self.from_ms is None else self.from_ms
 
     @property
     def start_day(self) -> int:
@@ -74,7 +82,8 @@ def day_start(day: Column) -> Column:
 
 
 def in_window(ts: Column, window: ReportWindow) -> Column:
-    return (ts >= F.lit(window.start_ms)) & (ts < F.lit(window.end_ms))
+    """Whether ``ts`` falls in what this run counts: from the cursor (or first midnight) to the end."""
+    return (ts >= F.lit(window.counted_from_ms)) & (ts < F.lit(window.end_ms))
 
 
 # --- 1. projection -------------------------------------------------------------------------------
@@ -396,7 +405,7 @@ def session_losses(special: DataFrame) -> DataFrame:
     )
 
 
-def with_estimated_starts(intervals: DataFrame, losses: DataFrame) -> DataFrame:
+def with_estimated_starts(intervals: DataFrame, losses: DataFrame, carried: DataFrame | None = None) -> DataFrame:
     """Add when each outage really started, next to when the controller detected it (``start_ms``).
 
     ``estimated_start_ms``: for an interval whose cause broker died (its session expired within
@@ -405,7 +414,17 @@ def with_estimated_starts(intervals: DataFrame, losses: DataFrame) -> DataFrame:
     shutdown moves the leader itself, an election that failed is seen as it happens).
     ``outage_start_ms``/``outage_ms`` are the start and duration the daily figures use: the estimate
     when there is one, else the detected start.
+
+    ``carried`` (a checkpoint's partitions, :func:`checkpoint_partitions`) gives the estimate of an
+    interval that was already open at the checkpoint: the loss that dated it is before the cut.
     """
+    if carried is not None:
+        known = carried.where(F.col("estimated_ms").isNotNull()).select(
+            *PARTITION_KEYS, F.col("state_ms").alias("start_ms"), F.col("estimated_ms").alias("carried_ms")
+        )
+        intervals = intervals.join(known, [*PARTITION_KEYS, "start_ms"], "left")
+    else:
+        intervals = intervals.withColumn("carried_ms", F.lit(None).cast("double"))
     i, loss = intervals.alias("i"), losses.alias("l")
     matched = i.join(
         F.broadcast(loss),
@@ -422,19 +441,21 @@ def with_estimated_starts(intervals: DataFrame, losses: DataFrame) -> DataFrame:
         .select(
             *intervals.columns,
             # least() skips nulls: without a loss there is no estimate, not the detected start.
-            F.when(F.col("lost_ms").isNotNull(), F.least(F.col("lost_ms"), F.col("start_ms"))).alias(
-                "estimated_start_ms"
-            ),
+            F.coalesce(
+                F.col("carried_ms"),
+                F.when(F.col("lost_ms").isNotNull(), F.least(F.col("lost_ms"), F.col("start_ms"))),
+            ).alias("estimated_start_ms"),
         )
+        .drop("carried_ms")
     )
     start = F.coalesce(F.col("estimated_start_ms"), F.col("start_ms"))
     return estimated.select("*", start.alias("outage_start_ms"), (F.col("end_ms") - start).alias("outage_ms"))
 
 
 def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_ms", end: str = "end_ms") -> DataFrame:
-    """Keep rows whose ``[start, end)`` overlaps the window (a null end is still open)."""
+    """Keep rows whose ``[start, end)`` overlaps what the run counts (a null end is still open)."""
     return intervals.where(
-        (F.col(start) < F.lit(window.end_ms)) & (F.col(end).isNull() | (F.col(end) > F.lit(window.start_ms)))
+        (F.col(start) < F.lit(window.end_ms)) & (F.col(end).isNull() | (F.col(end) > F.lit(window.counted_from_ms)))
     )
 
 
@@ -444,8 +465,9 @@ def overlapping(intervals: DataFrame, window: ReportWindow, start: str = "start_
 def checkpoint_partitions(walked: DataFrame, intervals: DataFrame, inventory: DataFrame) -> DataFrame:
     """Each known partition's state at the end of the window: the seed of the next run.
 
-    Leaderless partitions keep their interval's start (``state_ms``) and cause, so an outage that
-    crosses midnight is one interval with its true start, not two.
+    Leaderless partitions keep their interval's start (``state_ms``), estimated start
+    (``estimated_ms``) and cause, so an outage that crosses the cut (midnight, or a cursor run's
+    end) is one interval with its true starts, not two. ``intervals`` has the estimated starts.
     """
     last = walked.where(F.col("last")).select(
         *PARTITION_KEYS,
@@ -454,7 +476,10 @@ def checkpoint_partitions(walked: DataFrame, intervals: DataFrame, inventory: Da
         F.col("ts").alias("last_ms"),
     )
     open_intervals = intervals.where(F.col("end_ms").isNull()).select(
-        *PARTITION_KEYS, F.col("start_ms").alias("open_start_ms"), F.col("cause_broker")
+        *PARTITION_KEYS,
+        F.col("start_ms").alias("open_start_ms"),
+        F.col("cause_broker"),
+        F.col("estimated_start_ms").alias("open_estimated_ms"),
     )
     leaderless = F.col("state") == LEADERLESS
     return (
@@ -466,6 +491,7 @@ def checkpoint_partitions(walked: DataFrame, intervals: DataFrame, inventory: Da
             F.when(leaderless, F.lit(R.NO_LEADER)).otherwise(F.col("leader")).cast("int").alias("leader"),
             F.when(leaderless, F.coalesce("open_start_ms", "last_ms")).otherwise(F.col("last_ms")).alias("state_ms"),
             F.when(leaderless, F.col("cause_broker")).cast("int").alias("cause_broker"),
+            F.when(leaderless, F.col("open_estimated_ms")).cast("double").alias("estimated_ms"),
         )
     )
 
