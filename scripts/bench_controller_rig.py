@@ -44,6 +44,11 @@ AGENT_SESSION_TIMEOUT_MS = 30_000
 # maximum (maxSessionTimeout, scripts/devservices/zookeeper.py) from half a million partitions up.
 AGENT_SESSION_TIMEOUT_MS_LARGE = 60_000
 LARGE_CLUSTER_PARTITIONS = 500_000
+STANDBY_MODES = ("warm", "cold", "none")
+"""The standby during the scenarios other than the failovers: ``warm`` follows every write of the active
+controller (as the product runs, issue 28), ``cold`` is a candidate that only watches ``/controller``,
+``none`` no second candidate at all. On two cores a warm standby takes CPU from the active controller
+and ZooKeeper while the clock runs; the three modes show how much."""
 
 
 def log(message: str) -> None:
@@ -78,8 +83,14 @@ class Bench:
         state_change_dir: Path | None = None,
         redis_url: str | None = None,
         zookeeper_pid: int | None = None,
+        standby: str = "warm",
     ) -> None:
+        if standby not in STANDBY_MODES:
+            raise ValueError(f"standby must be one of {', '.join(STANDBY_MODES)}, not {standby!r}")
         self.connect = connect
+        self.standby = standby
+        """What stands by during the broker failure, controlled shutdown and preferred election
+        (``STANDBY_MODES``); the failovers themselves always get the standby they time."""
         self.zookeeper_pid = zookeeper_pid
         """The private ZooKeeper server's process, which ``quiesce`` also waits for (None: not known)."""
         self.state_change_dir = state_change_dir
@@ -239,13 +250,16 @@ class Bench:
         """``warm``: the standby has followed ZooKeeper and is current (waited for); else it is replaced
         first by a candidate started from nothing that does not follow (``cold_failover_s``)."""
         old = self.active()
-        other = next(c for c in self.controllers.values() if c is not old)
+        other = next((c for c in self.controllers.values() if c is not old and c.proc.poll() is None), None)
+        if other is None or other.warm_standby != warm:
+            # The standby this failover times, started from nothing: a cold one always is (the full
+            # reload), a warm one only when ``--standby cold|none`` left none that followed.
+            if other is not None:
+                self.rss.append(other.stop())
+            other = self.start_controller(2 if old.id == 1 else 1, warm=warm)
         if warm:
             url = other.url or ""
             poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_warm") == "1", 600, "a warm standby")
-        else:
-            self.rss.append(other.stop())
-            other = self.start_controller(other.id, warm=False)
         self.standby_rss_mb.setdefault(warm, []).append(other.rss_mb())
         before = len(other.failovers)
         deleted: list[float] = []
@@ -275,7 +289,9 @@ class Bench:
         self.failover_phases.append(phases)
         log(f"    new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
         self.record_cpu("failover", probe, seconds)
-        self.start_controller(old.id)
+        del self.controllers[old.id]
+        if self.standby != "none":
+            self.start_controller(old.id, warm=self.standby == "warm")
         self.idle(other)
         return seconds
 
@@ -284,6 +300,8 @@ class Bench:
         50,000 changes: after a broker failure, mostly that storm's), once it has caught up."""
         active = self.active()
         standby = next(c for c in self.controllers.values() if c is not active)
+        if not standby.warm_standby:
+            raise RuntimeError("the standby's lag is only there with --standby warm")
         url = standby.url or ""
         poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_backlog", 1) == 0, 300, "standby caught up")
         status = http_json(url, "GET", "/v1/status")
