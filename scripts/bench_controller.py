@@ -213,10 +213,10 @@ def run(
                 log("unbatched controllers: one fenced write per partition, pipelined (Kafka 1.1 style)")
                 bench.batched = False
                 active = bench.active()
-                standby = next((c for c in bench.controllers.values() if c is not active), None)
-                if standby is not None:
-                    bench.rss.append(standby.stop())
-                    bench.start_controller(standby.id, warm=standby.warm_standby)
+                second = next((c for c in bench.controllers.values() if c is not active), None)
+                if second is not None:
+                    bench.rss.append(second.stop())
+                    bench.start_controller(second.id, warm=second.warm_standby)
                 for r in range(unbatched_runs):
                     log(f"unbatched run {r + 1}/{unbatched_runs}")
                     _scenarios(bench, runs + r, samples, counts, "unbatched_")
@@ -248,6 +248,8 @@ def run(
             values = [f[key] for f in figures]
             report[f"{scenario}_{key}"] = round(statistics.median(values), 3)
             report[f"{scenario}_{key}_runs"] = values
+    for scenario, per_run in bench.thread_cpu.items():
+        report[f"{scenario}_thread_cpu_s_runs"] = per_run
     report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
     report["events_processed"] = status["events_processed"]
     report["events_per_s_busy"] = round(events_per_s, 1)

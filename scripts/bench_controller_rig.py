@@ -112,6 +112,8 @@ class Bench:
         self.standby_rss_mb: dict[bool, list[float]] = {}  # warm / cold standby's RSS before it took over
         # Per scenario: the controller's CPU while it handled it (see ``CpuProbe``).
         self.cpu: dict[str, list[dict[str, float]]] = {}
+        # Per scenario: each thread's CPU in the controller process (``CpuProbe``'s ``thread_cpu_s``).
+        self.thread_cpu: dict[str, list[dict[str, float]]] = {}
         self.partitions: list[TopicPartition] = []
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
@@ -238,12 +240,15 @@ class Bench:
         """Keep ``probe``'s figures under ``scenario`` (``unbatched_`` prefixed in the unbatched phase)."""
         scenario = scenario if self.batched else "unbatched_" + scenario
         figures = probe.finish()
+        per_thread = figures.pop("thread_cpu_s")
         self.cpu.setdefault(scenario, []).append(figures)
+        self.thread_cpu.setdefault(scenario, []).append(per_thread)
         log(
             f"    {scenario}: the event thread spent {figures['event_cpu_s']:.3f} s of CPU in "
             f"{figures['events']:.0f} {probe.state} event(s) lasting {figures['event_wall_s']:.3f} s "
             f"(the figure: {wall_s:.3f} s); the whole controller process {figures['process_cpu_s']:.3f} s of CPU"
         )
+        log("      per thread: " + ", ".join(f"{name} {cpu:.2f}" for name, cpu in per_thread.items()))
 
     # scenarios
     def failover(self, warm: bool = True) -> float:
