@@ -235,13 +235,9 @@ class Controller:
             self.ctx, store, self.replica_batch, self.scl, decide_from_cache=config.decide_from_cache
         )
         self.partition_sm = PartitionStateMachine(
-            self.ctx,
-            store,
-            self.partition_batch,
-            self.scl,
-            unclean_leader_election_enable=config.unclean_leader_election_enable,
-            decide_from_cache=config.decide_from_cache,
+            self.ctx, store, self.partition_batch, self.scl, decide_from_cache=config.decide_from_cache
         )
+        self.partition_sm.unclean_leader_election_enable = config.unclean_leader_election_enable
         self.deletion = TopicDeletionManager(
             self.ctx,
             self.replica_sm,

@@ -418,13 +418,11 @@ class ReplicaStateMachine(StateMachineParts):
         if adjusted:
             # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
-            ids_get = table.ids.__getitem__
             written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
             record = records.append
             try:
-                for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
-                    pid = ids_get(tp)
+                for pid, tp, outcome in self._write_states(adjusted):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):
