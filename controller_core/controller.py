@@ -1113,9 +1113,7 @@ class Controller:
                 broker_id, ctx.partitions_of(followed), delete_partition=False
             )
             self.batch.send_requests_to_brokers(ctx.epoch)
-            self.replica_sm.handle_state_changes(
-                [PartitionAndReplica(tps[pid], broker_id) for pid in followed], _R.OFFLINE
-            )
+            self.replica_sm.handle_replica_ids(broker_id, followed, _R.OFFLINE)
         return ctx.partition_leaders_on_broker(broker_id)
 
     # -- ISR changes (§8.8, §8.9) -----------------------------------------------------------------
