@@ -35,8 +35,9 @@ from typing import Any, Protocol
 
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
+from controller_core.controlled_shutdown import move_off_broker
 from controller_core.controller_state import ControllerState
-from controller_core.election import ControlledShutdownStrategy, OfflineStrategy, PreferredStrategy
+from controller_core.election import OfflineStrategy, PreferredStrategy
 from controller_core.errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
@@ -236,13 +237,9 @@ class Controller:
             self.ctx, store, self.replica_batch, self.scl, decide_from_cache=config.decide_from_cache
         )
         self.partition_sm = PartitionStateMachine(
-            self.ctx,
-            store,
-            self.partition_batch,
-            self.scl,
-            unclean_leader_election_enable=config.unclean_leader_election_enable,
-            decide_from_cache=config.decide_from_cache,
+            self.ctx, store, self.partition_batch, self.scl, decide_from_cache=config.decide_from_cache
         )
+        self.partition_sm.unclean_leader_election_enable = config.unclean_leader_election_enable
         self.deletion = TopicDeletionManager(
             self.ctx,
             self.replica_sm,
@@ -1139,32 +1136,7 @@ class Controller:
             raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
         ctx.add_shutting_down_broker(broker_id)
         self.scl.record(RecordKind.CONTROLLED_SHUTDOWN, broker_id=broker_id)
-        deleting = ctx.topics_to_be_deleted
-        table = ctx.table
-        leadership, assignments, tps = table.leadership, table.assignment, table.tps
-        led: list[int] = []
-        followed: list[int] = []
-        # Every partition with a replica here (30,000 at 100k), in partition-number order.
-        for pid in sorted(ctx.partition_ids_on_broker(broker_id)):
-            info = leadership[pid]
-            assignment = assignments[pid]
-            if info is None or assignment is None or len(assignment.replicas) <= 1:
-                continue
-            if deleting and tps[pid].topic in deleting:
-                continue
-            (led if info.leader_and_isr.leader == broker_id else followed).append(pid)
-        if led:
-            self.partition_sm.handle_partition_ids(led, _P.ONLINE, ControlledShutdownStrategy())
-            self._transport.send_held()  # the new leaders take over before the ISR shrinks below
-        if followed:
-            self.batch.new_batch()
-            self.batch.add_stop_replica_requests_for_broker(
-                broker_id, ctx.partitions_of(followed), delete_partition=False
-            )
-            self.batch.send_requests_to_brokers(ctx.epoch)
-            self.replica_sm.handle_state_changes(
-                [PartitionAndReplica(tps[pid], broker_id) for pid in followed], _R.OFFLINE
-            )
+        move_off_broker(ctx, self.partition_sm, self.replica_sm, self.batch, self._transport.send_held, broker_id)
         return ctx.partition_leaders_on_broker(broker_id)
 
     # -- ISR changes (§8.8, §8.9) -----------------------------------------------------------------

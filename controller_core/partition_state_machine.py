@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from controller_core.cached_states import current_partition_states
-from controller_core.context import ControllerContext
 from controller_core.election import (
     ControlledShutdownStrategy,
     ElectionOutcome,
@@ -47,10 +46,10 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from controller_core.ports import PartitionStateRead, PartitionStateStore, ZkCode
+from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
-from controller_core.request_batch import ControllerBrokerRequestBatch, LeaderAndIsrIdEntry
-from controller_core.state_change_log import PartitionRow, StateChangeLogger
+from controller_core.request_batch import LeaderAndIsrIdEntry
+from controller_core.state_change_log import PartitionRow
 from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import PartitionState, invalid_transition_error
 
@@ -92,20 +91,11 @@ class PartitionStateMachine(StateMachineParts):
         results = psm.handle_state_changes([tp], PartitionState.ONLINE, PreferredStrategy())
     """
 
-    def __init__(
-        self,
-        context: ControllerContext,
-        store: PartitionStateStore,
-        batch: ControllerBrokerRequestBatch,
-        state_change_logger: StateChangeLogger,
-        *,
-        unclean_leader_election_enable: bool = False,
-        decide_from_cache: bool = True,
-    ) -> None:
-        super().__init__(context, store, batch, state_change_logger, decide_from_cache=decide_from_cache)
-        self.unclean_leader_election_enable = unclean_leader_election_enable
-        self.unclean_leader_elections = 0
-        """How many unclean leaders were chosen (Kafka's UncleanLeaderElectionsPerSec meter)."""
+    unclean_leader_election_enable: bool = False
+    """The broker default of ``unclean.leader.election.enable`` (the controller sets it from its config
+    and when the dynamic broker config changes)."""
+    unclean_leader_elections: int = 0
+    """How many unclean leaders were chosen (Kafka's UncleanLeaderElectionsPerSec meter)."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -384,16 +374,13 @@ class PartitionStateMachine(StateMachineParts):
         requests: list[LeaderAndIsrIdEntry] = []
         written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         epoch = ctx.epoch
-        ids_get = table.ids.__getitem__
         assignments, states = table.assignment, table.state
         records: list[PartitionRow] = []
         record = records.append
         name = strategy.name
         online = _P.ONLINE
-        # Results are used as each multi comes back, while ZooKeeper applies the next ones.
         try:
-            for tp, result in self._store.update_leader_and_isr_iter(to_write, epoch, ctx.epoch_zk_version):
-                pid = ids_get(tp)
+            for pid, tp, result in self._write_states(to_write):
                 if result is None:
                     retry.append(pid)
                     continue

@@ -155,24 +155,38 @@ class ReplicaStateMachine(StateMachineParts):
         replicas = list(replicas)
         if not replicas:
             return
+        # Per broker, the partitions become numbers of the context's table once.
+        by_broker: dict[int, list[TopicPartition]] = {}
+        for tp, broker_id in replicas:
+            group = by_broker.get(broker_id)
+            if group is None:
+                by_broker[broker_id] = [tp]
+            else:
+                group.append(tp)
+        partition_ids = self._ctx.partition_ids
+        self._handle_by_broker(
+            [(broker_id, partition_ids(group)) for broker_id, group in by_broker.items()], target, len(replicas)
+        )
+
+    def handle_replica_ids(self, broker_id: int, ids: Sequence[int], target: ReplicaState) -> None:
+        """``handle_state_changes`` for ``broker_id``'s replica of each partition given by number: a
+        controlled shutdown's or a broker failure's 20,000 and more replicas, without making a
+        ``PartitionAndReplica`` of each only to turn it back into a number."""
+        if ids:
+            self._handle_by_broker([(broker_id, ids)], target, len(ids))
+
+    def _handle_by_broker(self, groups: Sequence[tuple[int, Sequence[int]]], target: ReplicaState, count: int) -> None:
+        """Move each broker's replicas of the partitions numbered in its group, as one request batch."""
         try:
             self._batch.new_batch()
-            # Per broker, the partitions become numbers of the context's table once.
-            by_broker: dict[int, list[TopicPartition]] = {}
-            for tp, broker_id in replicas:
-                group = by_broker.get(broker_id)
-                if group is None:
-                    by_broker[broker_id] = [tp]
-                else:
-                    group.append(tp)
-            for broker_id, group in by_broker.items():
-                self._do_handle_state_changes(broker_id, self._ctx.partition_ids(group), target)
+            for broker_id, ids in groups:
+                self._do_handle_state_changes(broker_id, ids, target)
             self._batch.send_requests_to_brokers(self._ctx.epoch)
         except ControllerMovedError:
-            logger.error("controller moved while moving %d replicas to %s", len(replicas), target)
+            logger.error("controller moved while moving %d replicas to %s", count, target)
             raise
         except Exception:
-            logger.exception("error while moving some of %d replicas to %s", len(replicas), target)
+            logger.exception("error while moving some of %d replicas to %s", count, target)
 
     def _do_handle_state_changes(self, broker_id: int, ids: Sequence[int], target: ReplicaState) -> None:
         ctx = self._ctx
@@ -418,13 +432,11 @@ class ReplicaStateMachine(StateMachineParts):
         if adjusted:
             # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
-            ids_get = table.ids.__getitem__
             written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
             record = records.append
             try:
-                for tp, outcome in self._store.update_leader_and_isr_iter(adjusted, epoch, ctx.epoch_zk_version):
-                    pid = ids_get(tp)
+                for pid, tp, outcome in self._write_states(adjusted):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):

@@ -336,14 +336,9 @@ class ControllerBrokerRequestBatch:
                         leader = live_leaders[leader_id] = self._live_leader(leader_id)
                     leaders.append(leader)
             request = LeaderAndIsrRequest(
-                controller_id=ctx.controller_id,
-                controller_epoch=controller_epoch,
-                broker_epoch=self._broker_epoch(broker_id),
-                partition_states=states,
-                live_leaders=leaders,
-                topic_ids=self._topic_ids(set(map(_TOPIC, states))),
+                *self._header(broker_id, controller_epoch), states, leaders, self._topic_ids(set(map(_TOPIC, states)))
             )
-            self._send(broker_id, request, self.on_leader_and_isr_response, _deliver_leader_and_isr)
+            self._send(broker_id, request, self.on_leader_and_isr_response, LeaderAndIsrResponse)
             sent[broker_id] = len(states)
         self._leader_and_isr = {}
         return sent
@@ -360,14 +355,9 @@ class ControllerBrokerRequestBatch:
             topic_ids = self._topic_ids(set(map(_TOPIC, states)))
             for broker_id in targets:
                 request = UpdateMetadataRequest(
-                    controller_id=ctx.controller_id,
-                    controller_epoch=controller_epoch,
-                    broker_epoch=self._broker_epoch(broker_id),
-                    partition_states=states,
-                    live_brokers=live_brokers,
-                    topic_ids=topic_ids,
+                    *self._header(broker_id, controller_epoch), states, live_brokers, topic_ids
                 )
-                self._send(broker_id, request, self.on_update_metadata_response, _deliver_update_metadata)
+                self._send(broker_id, request, self.on_update_metadata_response, UpdateMetadataResponse)
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
         self._merged_registered = None
@@ -454,12 +444,7 @@ class ControllerBrokerRequestBatch:
                 )
                 if deleting:
                     callback = partial(_deliver_stop_replica, broker_id, deleting, handler)
-            request = StopReplicaRequest(
-                controller_id=ctx.controller_id,
-                controller_epoch=controller_epoch,
-                broker_epoch=self._broker_epoch(broker_id),
-                partitions=list(per_broker.values()),
-            )
+            request = StopReplicaRequest(*self._header(broker_id, controller_epoch), list(per_broker.values()))
             self._transport.send(broker_id, request, callback)
             sent[broker_id] = len(per_broker)
         self._stop_replica = {}
@@ -467,14 +452,17 @@ class ControllerBrokerRequestBatch:
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _send(self, broker_id: int, request: Any, handler: Any, deliver: Callable[..., None]) -> None:
-        """Hand ``request`` to the transport; its answer goes to ``handler`` through ``deliver`` (none
-        without a handler)."""
-        self._transport.send(broker_id, request, None if handler is None else partial(deliver, broker_id, handler))
+    def _send(self, broker_id: int, request: Any, handler: Any, response_type: type[Any]) -> None:
+        """Hand ``request`` to the transport; its answer goes to ``handler`` if it is a ``response_type``
+        (no callback without a handler)."""
+        callback = None if handler is None else partial(_deliver, response_type, broker_id, handler)
+        self._transport.send(broker_id, request, callback)
 
-    def _broker_epoch(self, broker_id: int) -> int:
+    def _header(self, broker_id: int, controller_epoch: int) -> tuple[int, int, int]:
+        """The fields every control request starts with: controller id, controller epoch and the
+        recipient's broker epoch (which fences a request meant for an earlier registration)."""
         epoch = self._ctx.broker_epoch(broker_id)
-        return NO_BROKER_EPOCH if epoch is None else epoch
+        return self._ctx.controller_id, controller_epoch, NO_BROKER_EPOCH if epoch is None else epoch
 
     def _topic_ids(self, topics: AbstractSet[str]) -> dict[str, str]:
         ids = self._ctx.topic_ids
@@ -527,18 +515,12 @@ def _coerce(response: Any, cls: type[Any]) -> Any:
     return response if isinstance(response, cls) else None
 
 
-def _deliver_leader_and_isr(broker_id: int, handler: LeaderAndIsrResponseCallback, response: Any) -> None:
-    decoded = _coerce(response, LeaderAndIsrResponse)
+def _deliver(cls: type[Any], broker_id: int, handler: Callable[[int, Any], None], response: Any) -> None:
+    """Hand ``handler`` the broker's answer if it is a ``cls`` (LeaderAndIsrResponse,
+    UpdateMetadataResponse); anything else is logged and dropped."""
+    decoded = _coerce(response, cls)
     if decoded is None:
-        logger.warning("ignoring unexpected LeaderAndIsr response from broker %s: %r", broker_id, response)
-        return
-    handler(broker_id, decoded)
-
-
-def _deliver_update_metadata(broker_id: int, handler: UpdateMetadataResponseCallback, response: Any) -> None:
-    decoded = _coerce(response, UpdateMetadataResponse)
-    if decoded is None:
-        logger.warning("ignoring unexpected UpdateMetadata response from broker %s: %r", broker_id, response)
+        logger.warning("ignoring unexpected %s from broker %s: %r", cls.__name__, broker_id, response)
         return
     handler(broker_id, decoded)
 

@@ -7,7 +7,10 @@ context's cached states unless told to read first (``controller_core.cached_stat
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from controller_core.context import ControllerContext
+from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.ports import PartitionStateStore
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import StateChangeLogger
@@ -31,3 +34,15 @@ class StateMachineParts:
         self._log = state_change_logger
         self.decide_from_cache = decide_from_cache
         """First round on cached states (controller_core.cached_states); False: Kafka's read-first."""
+
+    def _write_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> Iterator[tuple[int, TopicPartition, LeaderAndIsr | Exception | None]]:
+        """Write ``states`` conditionally, fenced by this controller's epoch; yield each partition's
+        number, the partition and its outcome (the new state, an error, or None: a version conflict to
+        retry on a fresh read) as its multi comes back, so the caller's work on the first results
+        overlaps ZooKeeper's on the rest."""
+        ctx = self._ctx
+        ids_get = ctx.table.ids.__getitem__
+        for tp, outcome in self._store.update_leader_and_isr_iter(states, ctx.epoch, ctx.epoch_zk_version):
+            yield ids_get(tp), tp, outcome

@@ -2,7 +2,7 @@
 """Benchmark the controller against a private ZooKeeper: failover, broker failure, controlled
 shutdown, preferred election, and ZooKeeper's own floor for the same reads and writes.
 
-``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--unbatched-runs U] [--json]``
+``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--unbatched-runs U] [--standby MODE] [--json]``
 
 Set-up (once): a private ZooKeeper (``scripts.devservices.temporary_services``), N partitions in
 Kafka's layout (topics of 50 partitions, RF 3, replicas spread over brokers 1..B, leader = preferred
@@ -20,14 +20,16 @@ Each run (the figures are the median of ``--runs``):
   clock starts at the deletion as seen by a watch of the benchmark, and stops at the new controller's
   ``completed_at_ms`` in its "failover" record (context loaded, partitions and replicas started,
   LeaderAndIsr/UpdateMetadata enqueued to the brokers' senders). The killed candidate is restarted as
-  the standby.
+  the standby of the scenarios below: ``--standby warm`` (default) follows ZooKeeper as the product's
+  does, ``cold`` only watches ``/controller``, ``none`` is no second candidate (what a warm standby
+  costs the active controller on the same cores); the failovers start the standby they time.
 * ``cold_failover_s``: the same, after the standby was replaced by a candidate started from nothing
   that does not follow ZooKeeper (``warm_standby=False``): the full reload. ``failover_s`` waits for
   the standby to report itself warm first (``controller_core.standby``); ``standby_rss_mb`` and
   ``cold_standby_rss_mb`` are the two standbys' resident memory just before they took over (the
   difference is what keeping the view costs).
-* ``standby_lag_p99_s``: after the broker failure below, once the standby's backlog is empty, the
-  p99 of its lag (``now - mtime`` of each change it applied, its last 50,000 changes).
+* ``standby_lag_p99_s`` (``--standby warm``): after the broker failure below, once the standby's backlog
+  is empty, the p99 of its lag (``now - mtime`` of each change it applied, its last 50,000 changes).
 * ``broker_failure_s``: a broker agent is killed and its registration deleted; the clock stops when
   every partition it led has a new leader in ZooKeeper (the latest modification time of their state
   znodes, read once the controller's record below has come and every one is seen moved; nothing polls
@@ -87,7 +89,7 @@ if str(REPO_ROOT) not in sys.path:
 from kazoo.client import KazooClient  # noqa: E402
 
 from scripts.bench_controller_proc import REDIS_CLUSTER, http_json, serve_controller  # noqa: E402
-from scripts.bench_controller_rig import PER_TOPIC, Bench, log, poll_until  # noqa: E402
+from scripts.bench_controller_rig import PER_TOPIC, STANDBY_MODES, Bench, log, poll_until  # noqa: E402
 from scripts.devservices import temporary_services  # noqa: E402
 
 
@@ -102,7 +104,8 @@ def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: di
     bench.quiesce()
     s, led = bench.broker_failure(victim)
     samples.setdefault(prefix + "broker_failure_s", []).append(s)
-    samples.setdefault(prefix + "standby_lag_p99_s", []).append(bench.standby_lag_p99_s())
+    if bench.standby == "warm":
+        samples.setdefault(prefix + "standby_lag_p99_s", []).append(bench.standby_lag_p99_s())
     counts["broker_failure_leaders"] = led
     bench.quiesce()
     shut = _shutdown_target(bench, victim)
@@ -151,7 +154,13 @@ def _shutdown_target(bench: Bench, victim: int) -> int:
 
 
 def run(
-    n: int, brokers: int, runs: int, unbatched_runs: int = 0, agent_nice: int = 0, redis_stream: bool = True
+    n: int,
+    brokers: int,
+    runs: int,
+    unbatched_runs: int = 0,
+    agent_nice: int = 0,
+    redis_stream: bool = True,
+    standby: str = "warm",
 ) -> dict[str, Any]:
     wall = time.perf_counter()
     # ZooKeeper keeps every znode on its heap: ~5 KB per partition with its topic and watches (512 MB
@@ -176,6 +185,7 @@ def run(
             state_change_dir=Path(tmp) / "state-change-log",
             redis_url=redis_url,
             zookeeper_pid=None if services.zookeeper.process is None else services.zookeeper.process.pid,
+            standby=standby,
         )
         try:
             log(f"creating {n:,} partitions ({n // PER_TOPIC} topics x {PER_TOPIC}, RF 3, {brokers} brokers) ...")
@@ -188,7 +198,8 @@ def run(
             first = bench.start_controller(1)
             poll_until(lambda: bool(first.failovers), 600, "the first failover")
             log(f"  first failover (cold): {first.failovers[0]['duration_ms'] / 1000:.3f} s")
-            bench.start_controller(2)
+            if standby != "none":
+                bench.start_controller(2, warm=standby == "warm")
             bench.idle(first)
             samples: dict[str, list[float]] = {}
             counts: dict[str, int] = {}
@@ -201,9 +212,11 @@ def run(
                 # standby by an unbatched one, fail over to it, and restart the old one unbatched too.
                 log("unbatched controllers: one fenced write per partition, pipelined (Kafka 1.1 style)")
                 bench.batched = False
-                standby = next(c for c in bench.controllers.values() if c is not bench.active())
-                bench.rss.append(standby.stop())
-                bench.start_controller(standby.id)
+                active = bench.active()
+                second = next((c for c in bench.controllers.values() if c is not active), None)
+                if second is not None:
+                    bench.rss.append(second.stop())
+                    bench.start_controller(second.id, warm=second.warm_standby)
                 for r in range(unbatched_runs):
                     log(f"unbatched run {r + 1}/{unbatched_runs}")
                     _scenarios(bench, runs + r, samples, counts, "unbatched_")
@@ -235,6 +248,8 @@ def run(
             values = [f[key] for f in figures]
             report[f"{scenario}_{key}"] = round(statistics.median(values), 3)
             report[f"{scenario}_{key}_runs"] = values
+    for scenario, per_run in bench.thread_cpu.items():
+        report[f"{scenario}_thread_cpu_s_runs"] = per_run
     report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
     report["events_processed"] = status["events_processed"]
     report["events_per_s_busy"] = round(events_per_s, 1)
@@ -242,6 +257,7 @@ def run(
     report["brokers_kind"] = "lightweight broker agents (controller_core.broker.main --lightweight)"
     report["agent_nice"] = agent_nice
     report["redis_stream"] = redis_stream
+    report["standby"] = standby
     report["machine"] = f"{os.cpu_count()} CPUs, {os.uname().sysname} {os.uname().release}"
     report["wall_s"] = round(time.perf_counter() - wall, 1)
     return report
@@ -291,7 +307,8 @@ def render(report: Mapping[str, Any]) -> str:
         f"  / {report.get('cold_standby_rss_mb', 0):.1f}",
         f"{'events_per_s_busy':<34}{report['events_per_s_busy']:>10.1f}",
         f"wall time {report['wall_s']} s; brokers: {report['brokers_kind']}, nice {report['agent_nice']}; "
-        f"controllers feed the Redis state-change stream: {'yes' if report.get('redis_stream') else 'no'}",
+        f"controllers feed the Redis state-change stream: {'yes' if report.get('redis_stream') else 'no'}; "
+        f"standby during the scenarios: {report.get('standby', 'warm')}",
     ]
     return "\n".join(lines)
 
@@ -320,6 +337,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-redis-stream",
         action="store_true",
         help="controllers without the Redis state-change stream and status hash every deployment feeds",
+    )
+    parser.add_argument(
+        "--standby",
+        choices=STANDBY_MODES,
+        default="warm",
+        help=(
+            "the second candidate during the broker failure, controlled shutdown and preferred election: "
+            "warm follows every write (default, as the product runs), cold only watches /controller, none"
+        ),
     )
     parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
@@ -352,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--unbatched-runs must be >= 0")
     if not 0 <= args.agent_nice <= 19:
         parser.error("--agent-nice must be 0 to 19")
-    report = run(n, args.brokers, runs, unbatched_runs, args.agent_nice, not args.no_redis_stream)
+    report = run(n, args.brokers, runs, unbatched_runs, args.agent_nice, not args.no_redis_stream, args.standby)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 

@@ -6,11 +6,12 @@ a failover must start from a real session close. This module holds both ends of 
 entry (``serve_controller``, run as ``scripts/bench_controller.py --serve-controller ID``, which
 forwards the records the clocks need on stdout), the parent's handle (``ControllerProc``), the JSON
 calls to the controller's HTTP API (``http_json``) and the CPU probe that says whether a figure is
-bound by the controller's Python or by ZooKeeper (``CpuProbe``).
+bound by the controller's Python or by ZooKeeper (``CpuProbe``, with each thread's share).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -77,6 +78,13 @@ def serve_controller(
     from controller_core.signal_wait import wait_for
 
     logging.basicConfig(level=logging.WARNING)
+    profile_dir = os.environ.get("BENCH_PROFILE_DIR")
+    profiles = _ThreadProfiles() if profile_dir else None
+    # Every thread started from here on names itself in /proc (CpuProbe's per-thread CPU) and, with
+    # --profile, gets a profiler of its own.
+    threading.setprofile(profiles.start if profiles is not None else _name_thread)
+    if profiles is not None:
+        profiles.start()
     sink = _StdoutSink()
     config = ControllerConfig(
         controller_id=controller_id,
@@ -102,14 +110,6 @@ def serve_controller(
         plugs = ControllerRedisPlugs.connect(redis_url, REDIS_CLUSTER)
         extra.extend(plugs.sinks)
     runner = ControllerRunner(config, log_dir=state_change_dir, extra_sinks=extra)
-    profile_dir = os.environ.get("BENCH_PROFILE_DIR")
-    profiler = None
-    if profile_dir:  # every thread, one profile (setprofile hands each new thread to the profiler)
-        import cProfile
-
-        profiler = cProfile.Profile()
-        threading.setprofile(lambda *_: profiler.enable() if profiler else None)
-        profiler.enable()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     controller = runner.start()
@@ -123,14 +123,72 @@ def serve_controller(
     runner.stop()
     if plugs is not None:
         plugs.close()  # after the runner: the resignation's records reach the stream
-    if profiler is not None and profile_dir:
-        profiler.disable()
-        profiler.dump_stats(str(Path(profile_dir) / f"controller-{controller_id}-{os.getpid()}.prof"))
+    if profiles is not None and profile_dir:
+        profiles.dump(Path(profile_dir) / f"controller-{controller_id}-{os.getpid()}")
     # The stopped controller stands for a broker on another machine: freeing its 100,000-partition
     # context at interpreter exit (0.6 to 0.9 s of CPU) must not take a core from the new controller,
     # whose failover the benchmark is timing. Its session is closed and its output written.
     sys.stdout.flush()
     os._exit(0)
+
+
+def _thread_label(name: str) -> str:
+    """A thread's name as /proc holds it (15 bytes): ``Thread-7 (zk_loop)`` becomes ``zk_loop``, so that
+    kazoo's unnamed threads are told apart by what they run; the per-broker senders
+    (``controller-channel-N``) share one label and are summed."""
+    if name.endswith(")") and " (" in name:
+        name = name[name.index(" (") + 2 : -1]
+    return name.encode("ascii", "replace")[:15].decode("ascii")
+
+
+def _name_thread(*_: object) -> None:
+    """A one-shot profile function (``threading.setprofile``): name the new thread in /proc, then get
+    out of the way (the thread runs without a profile function from its next call on)."""
+    import ctypes
+
+    pr_set_name = 15
+    label = _thread_label(threading.current_thread().name).encode()
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: no per-thread figures, nothing else
+        ctypes.CDLL(None).prctl(pr_set_name, ctypes.c_char_p(label), 0, 0, 0)
+    sys.setprofile(None)
+
+
+class _ThreadProfiles:
+    """``--profile``: one cProfile per thread (the event thread, kazoo's connection and callback
+    threads, each broker's sender, the Redis writers), so that each thread's profile is its own and
+    not interleaved with the others' calls; dumped as ``PREFIX-LABEL.prof`` (one file per label, the
+    senders' merged)."""
+
+    def __init__(self) -> None:
+        import cProfile
+
+        self._new = cProfile.Profile
+        self._lock = threading.Lock()
+        self.by_thread: list[tuple[str, cProfile.Profile]] = []
+
+    def start(self, *_: object) -> None:
+        _name_thread()
+        profiler = self._new()
+        with self._lock:
+            self.by_thread.append((_thread_label(threading.current_thread().name), profiler))
+        profiler.enable()
+
+    def dump(self, prefix: Path) -> None:
+        import pstats
+
+        merged: dict[str, pstats.Stats] = {}
+        with self._lock:
+            profiles = list(self.by_thread)
+        for label, profiler in profiles:
+            profiler.create_stats()
+            if not getattr(profiler, "stats", None):
+                continue
+            if label in merged:
+                merged[label].add(profiler)
+            else:
+                merged[label] = pstats.Stats(profiler)
+        for label, stats in merged.items():
+            stats.dump_stats(f"{prefix}-{label.replace('/', '_')}.prof")
 
 
 class ControllerProc:
@@ -235,6 +293,26 @@ def http_json(url: str, method: str, path: str, body: Mapping[str, Any] | None =
         conn.close()
 
 
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds each thread of a process has used so far (user + system), summed per /proc name
+    (``_thread_label``); empty once the process is gone. Threads that ended are not counted."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def process_cpu_s(pid: int) -> float:
     """CPU seconds a process has used so far (every thread: user + system); 0 once it is gone."""
     try:
@@ -251,7 +329,11 @@ class CpuProbe:
     controller state (``per_state_ms`` of ``/v1/status``: whole events, so a controlled shutdown
     includes what its event does after the answer, such as writing the state-change log);
     ``process_cpu_s``: every thread of the process (ZooKeeper client, request senders, the API), which
-    share one interpreter lock with the event thread. ``finish`` waits for the state's event(s) to end.
+    share one interpreter lock with the event thread; ``thread_cpu_s``: that, per thread (/proc's
+    names, set by ``_name_thread``: ``controller-N-ev`` the event thread, ``zk_loop`` kazoo's
+    connection, ``_thread_worker`` its callbacks, ``controller-chan`` the senders summed, ``stream-*``
+    and ``status-*`` the Redis writers), over the scenario's wall time up to ``finish`` (not only the
+    events'). ``finish`` waits for the state's event(s) to end.
     """
 
     def __init__(self, controller: ControllerProc, state: str) -> None:
@@ -259,6 +341,7 @@ class CpuProbe:
         self.state = state
         self.before = self._timer()
         self.process_before = controller.cpu_s()
+        self.threads_before = thread_cpu_s(controller.proc.pid)
 
     def _timer(self) -> dict[str, float]:
         assert self.controller.url is not None
@@ -272,7 +355,7 @@ class CpuProbe:
             "busy": 1.0 if busy else 0.0,
         }
 
-    def finish(self, timeout: float = 300) -> dict[str, float]:
+    def finish(self, timeout: float = 300) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         after = self._timer()
         while after["busy"] or after["count"] <= self.before["count"]:
@@ -280,9 +363,15 @@ class CpuProbe:
                 raise TimeoutError(f"timed out waiting for the controller's {self.state} event(s) to end")
             time.sleep(0.05)
             after = self._timer()
+        used = {
+            name: round(cpu - self.threads_before.get(name, 0.0), 3)
+            for name, cpu in thread_cpu_s(self.controller.proc.pid).items()
+        }
+        per_thread = {name: cpu for name, cpu in sorted(used.items(), key=lambda item: -item[1]) if cpu > 0}
         return {
             "events": after["count"] - self.before["count"],
             "event_wall_s": round((after["total_ms"] - self.before["total_ms"]) / 1000, 3),
             "event_cpu_s": round((after["cpu_ms"] - self.before["cpu_ms"]) / 1000, 3),
             "process_cpu_s": round(self.controller.cpu_s() - self.process_before, 3),
+            "thread_cpu_s": per_thread,
         }

@@ -44,6 +44,11 @@ AGENT_SESSION_TIMEOUT_MS = 30_000
 # maximum (maxSessionTimeout, scripts/devservices/zookeeper.py) from half a million partitions up.
 AGENT_SESSION_TIMEOUT_MS_LARGE = 60_000
 LARGE_CLUSTER_PARTITIONS = 500_000
+STANDBY_MODES = ("warm", "cold", "none")
+"""The standby during the scenarios other than the failovers: ``warm`` follows every write of the active
+controller (as the product runs, issue 28), ``cold`` is a candidate that only watches ``/controller``,
+``none`` no second candidate at all. On two cores a warm standby takes CPU from the active controller
+and ZooKeeper while the clock runs; the three modes show how much."""
 
 
 def log(message: str) -> None:
@@ -78,8 +83,14 @@ class Bench:
         state_change_dir: Path | None = None,
         redis_url: str | None = None,
         zookeeper_pid: int | None = None,
+        standby: str = "warm",
     ) -> None:
+        if standby not in STANDBY_MODES:
+            raise ValueError(f"standby must be one of {', '.join(STANDBY_MODES)}, not {standby!r}")
         self.connect = connect
+        self.standby = standby
+        """What stands by during the broker failure, controlled shutdown and preferred election
+        (``STANDBY_MODES``); the failovers themselves always get the standby they time."""
         self.zookeeper_pid = zookeeper_pid
         """The private ZooKeeper server's process, which ``quiesce`` also waits for (None: not known)."""
         self.state_change_dir = state_change_dir
@@ -101,6 +112,8 @@ class Bench:
         self.standby_rss_mb: dict[bool, list[float]] = {}  # warm / cold standby's RSS before it took over
         # Per scenario: the controller's CPU while it handled it (see ``CpuProbe``).
         self.cpu: dict[str, list[dict[str, float]]] = {}
+        # Per scenario: each thread's CPU in the controller process (``CpuProbe``'s ``thread_cpu_s``).
+        self.thread_cpu: dict[str, list[dict[str, float]]] = {}
         self.partitions: list[TopicPartition] = []
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
@@ -227,25 +240,31 @@ class Bench:
         """Keep ``probe``'s figures under ``scenario`` (``unbatched_`` prefixed in the unbatched phase)."""
         scenario = scenario if self.batched else "unbatched_" + scenario
         figures = probe.finish()
+        per_thread = figures.pop("thread_cpu_s")
         self.cpu.setdefault(scenario, []).append(figures)
+        self.thread_cpu.setdefault(scenario, []).append(per_thread)
         log(
             f"    {scenario}: the event thread spent {figures['event_cpu_s']:.3f} s of CPU in "
             f"{figures['events']:.0f} {probe.state} event(s) lasting {figures['event_wall_s']:.3f} s "
             f"(the figure: {wall_s:.3f} s); the whole controller process {figures['process_cpu_s']:.3f} s of CPU"
         )
+        log("      per thread: " + ", ".join(f"{name} {cpu:.2f}" for name, cpu in per_thread.items()))
 
     # scenarios
     def failover(self, warm: bool = True) -> float:
         """``warm``: the standby has followed ZooKeeper and is current (waited for); else it is replaced
         first by a candidate started from nothing that does not follow (``cold_failover_s``)."""
         old = self.active()
-        other = next(c for c in self.controllers.values() if c is not old)
+        other = next((c for c in self.controllers.values() if c is not old and c.proc.poll() is None), None)
+        if other is None or other.warm_standby != warm:
+            # The standby this failover times, started from nothing: a cold one always is (the full
+            # reload), a warm one only when ``--standby cold|none`` left none that followed.
+            if other is not None:
+                self.rss.append(other.stop())
+            other = self.start_controller(2 if old.id == 1 else 1, warm=warm)
         if warm:
             url = other.url or ""
             poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_warm") == "1", 600, "a warm standby")
-        else:
-            self.rss.append(other.stop())
-            other = self.start_controller(other.id, warm=False)
         self.standby_rss_mb.setdefault(warm, []).append(other.rss_mb())
         before = len(other.failovers)
         deleted: list[float] = []
@@ -275,7 +294,9 @@ class Bench:
         self.failover_phases.append(phases)
         log(f"    new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
         self.record_cpu("failover", probe, seconds)
-        self.start_controller(old.id)
+        del self.controllers[old.id]
+        if self.standby != "none":
+            self.start_controller(old.id, warm=self.standby == "warm")
         self.idle(other)
         return seconds
 
@@ -284,6 +305,8 @@ class Bench:
         50,000 changes: after a broker failure, mostly that storm's), once it has caught up."""
         active = self.active()
         standby = next(c for c in self.controllers.values() if c is not active)
+        if not standby.warm_standby:
+            raise RuntimeError("the standby's lag is only there with --standby warm")
         url = standby.url or ""
         poll_until(lambda: http_json(url, "GET", "/v1/status").get("standby_backlog", 1) == 0, 300, "standby caught up")
         status = http_json(url, "GET", "/v1/status")

@@ -17,6 +17,12 @@ each step on the calling thread:
   warm standby's takeover included: every replica state initialised and a LeaderAndIsr per online
   replica and an UpdateMetadata of every partition to every broker built and sent), with no replica
   state recorded before it; fake store only.
+* ``controlled_shutdown``: after the rounds, brokers 1, 4, 7, ... (three apart, so that no two share a
+  partition at RF 3) shut down one after the other through ``controller_core.controlled_shutdown``, as
+  the controller runs it once it has accepted the request: 10,000 leaders elected away and the broker
+  out of the ISR of the 20,000 partitions it follows at 100,000 partitions and 10 brokers (the
+  ``controlled_shutdown_s`` of ``scripts/bench``); the first is warm-up, so it needs ``--brokers 7``
+  or more.
 
 With ``--zookeeper`` the state machines write through the real ``ZkStore`` to a private ZooKeeper
 (started here, removed afterwards) and each step also reports its wall time, next to
@@ -51,6 +57,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from kazoo.client import KazooClient  # noqa: E402 - after the path set-up above
 
+from controller_core.controlled_shutdown import move_off_broker  # noqa: E402
 from controller_core.election import PreferredStrategy  # noqa: E402
 from controller_core.gc_policy import gc_paused  # noqa: E402
 from controller_core.model import (  # noqa: E402
@@ -61,6 +68,7 @@ from controller_core.model import (  # noqa: E402
 )
 from controller_core.partition_state_machine import PartitionStateMachine  # noqa: E402
 from controller_core.ports import ZkCode  # noqa: E402
+from controller_core.replica_state_machine import ReplicaStateMachine  # noqa: E402
 from controller_core.state_change_log import DEFERRED_RECORDS  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from controller_core.zk.store import ControllerEpoch, ZkStore  # noqa: E402
@@ -151,8 +159,13 @@ class ZooKeeperRounds:
         if set(created.values()) != {ZkCode.OK}:
             raise RuntimeError("could not create the partitions' state znodes")
         ctx.put_partition_leadership_infos(list(states.items()))
+        for b in range(1, brokers + 1):  # every replica Online, as after a failover's start-up
+            ctx.move_replica_ids_of_broker(b, ctx.partition_ids_on_broker(b), ReplicaState.ONLINE)
         self.harness.psm = PartitionStateMachine(
             ctx, self.store, self.harness.partition_batch, self.harness.log, decide_from_cache=True
+        )
+        self.harness.rsm = ReplicaStateMachine(
+            ctx, self.store, self.harness.replica_batch, self.harness.log, decide_from_cache=True
         )
 
     def write(self, states: dict[TopicPartition, LeaderAndIsr]) -> float:
@@ -289,6 +302,40 @@ def run_rounds(
     return figures
 
 
+def shutdown_brokers(brokers: int) -> list[int]:
+    """Brokers 1, 4, 7, ...: at RF 3 with replicas ``[b, b+1, b+2]`` rotated, brokers at least three
+    apart (around the ring too) share no partition, so each shutdown finds its partitions untouched."""
+    return [b for b in range(1, brokers + 1, 3) if brokers - b >= 2 or b == 1]
+
+
+def shutdown_rounds(
+    harness: Harness, brokers: int, on_zookeeper: ZooKeeperRounds | None = None
+) -> dict[str, list[float]]:
+    """Shut down ``shutdown_brokers(brokers)`` in turn; CPU seconds of each (and, on ZooKeeper, wall)."""
+    ctx = harness.ctx
+    figures: dict[str, list[float]] = {"controlled_shutdown": []}
+    if on_zookeeper is not None:
+        figures["controlled_shutdown_wall"] = []
+    for b in shutdown_brokers(brokers):
+        harness.transport.clear()
+        harness.sink.records.clear()
+        led = len(ctx.partition_leaders_on_broker(b))
+        ctx.add_shutting_down_broker(b)
+
+        def shut_down(b: int = b) -> None:
+            move_off_broker(ctx, harness.psm, harness.rsm, harness.partition_batch, lambda: None, b)
+
+        cpu, wall = _timed(shut_down)
+        harness.log.flush()
+        left = ctx.partition_leaders_on_broker(b)
+        if left or not led:
+            raise RuntimeError(f"broker {b} led {led} partitions and still leads {len(left)} after its shutdown")
+        figures["controlled_shutdown"].append(cpu)
+        if on_zookeeper is not None:
+            figures["controlled_shutdown_wall"].append(wall)
+    return figures
+
+
 def _summary_key(name: str, stat: str) -> str:
     return f"{name}_ms_{stat}" if name.endswith("_wall") else f"{name}_cpu_ms_{stat}"
 
@@ -327,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         set_up_s = time.perf_counter() - started
         print(f"set up in {set_up_s:.1f} s; {args.rounds} rounds ...", file=sys.stderr, flush=True)
         figures = run_rounds(harness, args.rounds, args.brokers, on_zookeeper)
+        if len(shutdown_brokers(args.brokers)) >= 2:
+            figures.update(shutdown_rounds(harness, args.brokers, on_zookeeper))
     kept = {name: values[1:] for name, values in figures.items()}  # round 1 warms the interpreter's caches
     summary: dict[str, object] = {
         "partitions": args.partitions,

@@ -41,3 +41,24 @@ def test_bad_input_is_refused() -> None:
         bench_elections.main(["--rounds", "1"])
     with pytest.raises(SystemExit, match="at least 3"):
         bench_elections.main(["--brokers", "2"])
+
+
+def test_the_shutdown_step_moves_every_leader_off_each_broker_it_shuts_down() -> None:
+    harness = bench_elections.build(700, 7)
+    figures = bench_elections.shutdown_rounds(harness, brokers=7)
+    assert bench_elections.shutdown_brokers(7) == [1, 4]
+    assert len(figures["controlled_shutdown"]) == 2 and all(v > 0 for v in figures["controlled_shutdown"])
+    for b in (1, 4):
+        assert not harness.ctx.partition_leaders_on_broker(b)
+        # Out of the ISR of every partition it follows, and its replicas Offline.
+        for pid in harness.ctx.partition_ids_on_broker(b):
+            info = harness.ctx.table.leadership[pid]
+            assert info is not None and b not in info.leader_and_isr.isr
+    kinds = {r["kind"] for r in harness.sink.records}
+    assert {"election", "isr_change"} <= kinds
+
+
+def test_the_json_summary_has_the_shutdown_step_from_seven_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_elections.main(["--partitions", "700", "--brokers", "7", "--rounds", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["controlled_shutdown_cpu_ms_min"] <= summary["controlled_shutdown_cpu_ms_median"]
