@@ -90,6 +90,9 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     var summary = document.getElementById("action-summary");
+    // The status as rendered, for an action that was already final when the page was served (a fast
+    // task): nothing is polled then, and the page's status must not stay unset.
+    if (summary) document.documentElement.dataset.actionStatus = summary.dataset.actionStatus;
     if (summary && summary.dataset.live === "1") follow(summary);
     var panel = document.getElementById("broker-impact");
     if (panel) {

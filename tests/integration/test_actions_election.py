@@ -180,6 +180,8 @@ def test_submit_then_task_writes_kafkas_request(
 
     page = client.get(f"/actions/{action.pk}/").content.decode()
     assert "rebalance after restart" in page and "orders-0" in page and "Controller epoch" in page
+    # final when served: nothing polls, so the page carries its status itself (actions.js reads it)
+    assert 'data-live="0" data-action-status="pending"' in page
     rows = list(csv.reader(io.StringIO(client.get("/actions/?format=csv").content.decode())))
     assert rows[0][:6] == ["id", "created", "username", "cluster", "kind", "status"]
     assert rows[1][2:6] == ["otto", NAME, "preferred_election", "pending"]
