@@ -16,7 +16,8 @@ from dashboard.live import groups, protocol
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import CLUSTER, counts, meta, small_cluster, start_mirror, stop_mirror
 from tests.support.zk import wait_for
-from workers.mirror.mirror import GC_YOUNG_THRESHOLD, Mirror
+from workers.mirror.gc_policy import GC_YOUNG_THRESHOLD
+from workers.mirror.mirror import Mirror
 from workers.mirror.publish import RecordingPublisher
 
 

@@ -40,7 +40,7 @@ from controller_core.zk.multiread import MultiReader
 from dashboard.clusters import layout
 from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
-from workers.mirror import zksource
+from workers.mirror import gc_policy, zksource
 from workers.mirror.config import MirrorConfig
 from workers.mirror.deltas import DeltaBuilder, watched_scopes
 from workers.mirror.events import (
@@ -65,13 +65,6 @@ from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries, r
 __all__ = ["Mirror", "MirrorConfig"]
 
 logger = logging.getLogger(__name__)
-
-# The cyclic collector's youngest-generation threshold while a mirror runs (CPython's default: 700).
-# A storm replaces tens of thousands of rows (each a few container objects) between two freezes; with
-# the default, the collector ran so often that it took 40-50 % of a 50,000-row flush (measured with
-# a 100,000-partition model, process CPU time). Garbage cycles are rare here (kazoo, redis,
-# tracebacks) and the idle-time full collection still reclaims them.
-GC_YOUNG_THRESHOLD = 50_000
 
 
 class Mirror(StateReads):
@@ -138,7 +131,7 @@ class Mirror(StateReads):
         self._refresh_later: dict[str, None] = {}
         self._next_heartbeat = 0.0
         self._next_sweep = 0.0
-        self._next_gc = 0.0
+        self._idle_gc = gc_policy.IdleCollector(config.gc_interval_s)
         self._watched: set[str] = set()
         self._watched_at = 0.0
         # Observed mode: partitions whose state znode carries our one-shot watch right now, and
@@ -442,14 +435,7 @@ class Mirror(StateReads):
             self.stream_id = last_id
             self.follower.restart(last_id)
         self.publisher.publish([(groups.status(self.cluster), {"type": protocol.RESYNC, "gen": gen})])
-        # The snapshot is a few hundred thousand long-lived objects without cycles: keep the cyclic
-        # collector from walking them all again (full collections paused the loop for a second at
-        # 100,000 partitions). Reference counting still frees them when they are replaced.
-        # Process-wide, like the freeze: the mirror's host (run_mirror, a worker) takes this policy.
-        gc.collect()
-        gc.freeze()
-        young, older, oldest = gc.get_threshold()
-        gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), older, oldest)
+        gc_policy.settle_after_sync()  # the snapshot: long-lived, no cycles (gc_policy.py)
         self.ready.set()
         logger.info(
             "mirror of %s: resynced %d partitions, %d topics, %d brokers in %.2f s (gen %s, seq %d)",
@@ -588,20 +574,11 @@ class Mirror(StateReads):
             "resync_pending": self._need_resync,
         }
 
-    def _collect_garbage_when_idle(self, now: float) -> None:
-        """Reclaim reference cycles (kazoo, redis, tracebacks) now and then, never mid-storm."""
-        idle = self._first_change_at is None and not self._background_work()
-        if idle and now >= self._next_gc:
-            self._next_gc = now + self.config.gc_interval_s
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-
     def heartbeat(self) -> None:
         now = self.clock()
         now_ms = int(now * 1000)
         self._next_heartbeat = now + self.config.heartbeat_s
-        self._collect_garbage_when_idle(now)
+        self._idle_gc.maybe_collect(now, idle=self._first_change_at is None and not self._background_work())
         if self.zk_state == KazooState.CONNECTED and not self._need_resync:
             self.synced_at_ms = now_ms
         try:
