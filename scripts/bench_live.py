@@ -206,16 +206,29 @@ def latencies(
     out: list[float] = []
     for i, commit in enumerate(commits):
         target = start + step * (i + 1)
-        seen = next(
-            (
-                s["t"]
-                for s in trace
-                if s["t"] >= commit - 5 and (s.get(key, 0) >= target if step > 0 else s.get(key, 0) <= target)
-            ),
-            None,
-        )
+        seen = first_seen(trace, commit, key, target, rising=step > 0)
         out.extend([float("inf") if seen is None else seen - commit] * batch_size)
     return out
+
+
+def first_seen(trace: list[dict[str, Any]], commit: float, key: str, target: int, *, rising: bool) -> float | None:
+    """When the page first showed ``key`` at ``target`` (at least if ``rising``, else at most), at or
+    after the commit (None: never).
+
+    A page already showing it when the commit returned counts as the commit's own time: in observed
+    mode the mirror can read a changed znode from its watch before the writer, descheduled on a
+    loaded machine, records its commit time, and then no later render may happen to sample it. The
+    5 ms allows for the two clocks' rounding, as before.
+    """
+
+    def shown(sample: dict[str, Any]) -> bool:
+        count = sample.get(key, 0)
+        return bool(count >= target if rising else count <= target)
+
+    before = [s for s in trace if s["t"] < commit - 5]
+    if before and shown(before[-1]):
+        return commit
+    return next((s["t"] for s in trace if s["t"] >= commit - 5 and shown(s)), None)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -383,7 +396,7 @@ def measure(
     remaining = len(failing)
     for i, c in enumerate(commits_up):
         remaining -= sizes[i]
-        seen = next((s["t"] for s in trace if s["t"] >= c - 5 and s.get("p:OfflinePartition", 0) <= remaining), None)
+        seen = first_seen(trace, c, "p:OfflinePartition", remaining, rising=False)
         lat_up.extend([float("inf") if seen is None else seen - c] * sizes[i])
     if mode == "observed":
         # Observed mode derives Offline from the broker's deregistration, which precedes the batches.
