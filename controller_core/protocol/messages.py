@@ -506,6 +506,13 @@ M = TypeVar("M")
 
 _encoder: Final = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+# msgspec builds a Struct type's decoding information when a decoder of it is first made, and not
+# atomically: it runs Python code (reading the class's annotations) part-way, so another thread can
+# build a decoder of the same types meanwhile and use half-built information. The process then dies
+# of a segmentation fault in msgspec._core (seen: two handler threads of a controller's API decoding
+# their first AlterIsr at once; reproduced by tests/unit/test_message_decoders_threads.py). Decoders
+# are therefore made one at a time, under this lock; once made, decoding is safe from any thread.
+_decoders_lock: Final = threading.Lock()
 
 
 def encode(value: object) -> bytes:
@@ -517,7 +524,10 @@ def decode(body: bytes, message_type: type[M], what: str) -> M:
     """Decode ``body`` strictly as ``message_type``; ``MessageError`` naming ``what`` and the field."""
     decoder = _decoders.get(message_type)
     if decoder is None:
-        decoder = _decoders[message_type] = msgspec.json.Decoder(message_type)
+        with _decoders_lock:
+            decoder = _decoders.get(message_type)
+            if decoder is None:
+                decoder = _decoders[message_type] = msgspec.json.Decoder(message_type)
     try:
         return cast(M, decoder.decode(body))
     except msgspec.ValidationError as exc:
