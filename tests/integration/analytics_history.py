@@ -50,6 +50,7 @@ from pyspark.sql import SparkSession
 
 from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.state_change_log import JsonLinesDailySink, StateChangeLogger
+from workers.analytics import runner
 from workers.analytics.job import JobConfig, JobResult, run
 
 SharedDir = Callable[[str, Callable[[Path], None]], Path]  # the shared_dir fixture (conftest.py)
@@ -315,6 +316,22 @@ def history(shared_dir: SharedDir) -> Path:
 @pytest.fixture(scope="module")
 def audit(shared_dir: SharedDir) -> Path:
     return shared_dir("audit", write_actions)
+
+
+def pipeline_settings(base: Path, input_dir: Path, *, compact: bool) -> runner.PipelineSettings:
+    """The runner's settings for a test pipeline under ``base``: local Spark, results beside it."""
+    return runner.PipelineSettings(
+        input_dir=input_dir,
+        output_dir=base / "results",
+        compacted_dir=base / "compacted",
+        audit_dir=base / "audit",
+        remote="",
+        master="local[2]",
+        driver_memory="1g",
+        compact=compact,
+        flapping_top=100,
+        stale_run_s=3600,
+    )
 
 
 def _config(history: Path, output: Path, since: date, until: date, **kw: Any) -> JobConfig:

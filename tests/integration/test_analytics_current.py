@@ -18,7 +18,15 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dashboard.analytics import models as M
-from tests.integration.analytics_history import AFTER_BOTH_DAYS_MS, CLUSTER, D1, D2, ms, store_actions
+from tests.integration.analytics_history import (
+    AFTER_BOTH_DAYS_MS,
+    CLUSTER,
+    D1,
+    D2,
+    ms,
+    pipeline_settings,
+    store_actions,
+)
 from workers.analytics import load, runner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -68,18 +76,7 @@ def test_runs_every_few_minutes_equal_a_full_recompute_whatever_the_cuts(
                 (log_dir / f"state-change-{day.isoformat()}.jsonl").write_text("".join(kept))
 
     store_actions()
-    pipeline = runner.PipelineSettings(
-        input_dir=tmp_path / "log",
-        output_dir=tmp_path / "results",
-        compacted_dir=tmp_path / "compacted",
-        audit_dir=tmp_path / "audit",
-        remote="",
-        master="local[2]",
-        driver_memory="1g",
-        compact=False,
-        flapping_top=100,
-        stale_run_s=3600,
-    )
+    pipeline = pipeline_settings(tmp_path, tmp_path / "log", compact=False)
     # One random cut a day (each leaves rows that later runs must replace or merge, never duplicate),
     # plus the hand-checked moment; five job runs in all, each ~10 s of the suite's critical path.
     day1_cuts = sorted([rng.uniform(ms(D1, 0, 0, 1), ms(D1, 23, 59)), ms(D1, 23, 59, 30)])

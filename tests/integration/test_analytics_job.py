@@ -32,6 +32,7 @@ from tests.integration.analytics_history import (
     at,
     by,
     ms,
+    pipeline_settings,
     store_actions,
     table,
 )
@@ -370,18 +371,7 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
     input_dir = tmp_path / "log"
     shutil.copytree(history, input_dir)
     store_actions()  # exported by the pipeline below, then matched exactly as the hand-written export
-    pipeline = runner.PipelineSettings(
-        input_dir=input_dir,
-        output_dir=tmp_path / "results",
-        compacted_dir=tmp_path / "compacted",
-        audit_dir=tmp_path / "audit",
-        remote="",
-        master="local[2]",
-        driver_memory="1g",
-        compact=True,
-        flapping_top=100,
-        stale_run_s=3600,
-    )
+    pipeline = pipeline_settings(tmp_path, input_dir, compact=True)
     run_row = runner.create_run(D1, D2, trigger=M.AnalyticsRun.Trigger.COMMAND)
     runner.execute(run_row, pipeline, spark=spark)
     run_row.refresh_from_db()
