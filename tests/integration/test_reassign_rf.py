@@ -1,6 +1,10 @@
 """Replication-factor changes through the reassignment API and worker, against real ZooKeeper, the
 project's controller and real broker agents on two racks: up (new replicas copy the log, preferred
-leaders stay) and down (replicas removed, racks kept spread); bad factors refused, nothing written."""
+leaders stay) and down (replicas removed, racks kept spread); bad factors refused, nothing written.
+
+The racks (brokers 1 and 2 on one, 3 and 4 on the other) are chosen so that a rack-blind plan differs
+from the rack-aware one in both directions: the expected assignments below are worked out by hand
+from ``reassign_rf``'s rules, and the racks the plan used are the ones the agents registered."""
 
 from __future__ import annotations
 
@@ -26,7 +30,18 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "live"
 API = f"/api/v1/clusters/{NAME}/reassignments/"
-RACK = {1: "rack-a", 2: "rack-b", 3: "rack-a", 4: "rack-b"}
+RACK = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
+
+# RF 1 -> 2 of orders {0: [1], 1: [2], 2: [3], 3: [4]}, every broker at load 1 (the rule: a rack the
+# partition lacks, then the lowest load counting what is planned, then the lowest id):
+# p0 [1] (a): 3 or 4 on b, both at 1 -> 3.   p1 [2] (a): 3 (now 2) or 4 (1) -> 4.
+# p2 [3] (b): 1 or 2 on a, both at 1 -> 1.   p3 [4] (b): 1 (now 2) or 2 (1) -> 2.
+# (Rack-blind, p0 would take 2, on the leader's own rack.)
+RAISED = {0: (1, 3), 1: (2, 4), 2: (3, 1), 3: (4, 2)}
+# RF 3 -> 2 of events {0: [1, 2, 3], 1: [3, 4, 1]} (loads 2, 1, 2, 1): keep the leader, then a replica
+# on a rack it lacks. p0 keeps 1 then 3 (rack b), though 2 is less loaded; p1 keeps 3 then 1 (rack a).
+# (Rack-blind, p0 would keep 2, on the leader's own rack, and p1 4.)
+LOWERED = {0: (1, 3), 1: (3, 1)}
 
 
 def isr_size(zk: KazooClient, partition: int) -> int:
@@ -55,6 +70,7 @@ def test_raise_and_lower_the_replication_factor_rack_aware(
     candidates.start(100)
     wait_for(lambda: zk.exists(paths.CONTROLLER_PATH) is not None, what="controller elected")
     ZkStore(zk).create_topic("orders", {0: [1], 1: [2], 2: [3], 3: [4]})
+    ZkStore(zk).create_topic("events", {0: [1, 2, 3], 1: [3, 4, 1]})
     wait_for(
         lambda: (agents.started[0].hosted_replica(TP("orders", 0)) or {}).get("log_end_offset", 0) > 20,
         timeout=30,
@@ -82,26 +98,25 @@ def test_raise_and_lower_the_replication_factor_rack_aware(
     assert zk.exists(paths.REASSIGN_PARTITIONS_PATH) is None
 
     assert up["moved_replicas"] == 4 and up["replication_factor"] == 2
+    assert up["racks"] == {str(b): rack for b, rack in RACK.items()}  # the racks the agents registered
+    assert {p["partition"]: tuple(p["replicas"]) for p in up["request"]["partitions"]} == RAISED
     action = run(
         operator,
         zk_chroot,
         {"reassignment": up["request"], "reason": "RF 1 -> 2", "change_replication_factor": True},
     )
     assert action.status == "succeeded", action.error
-    after = assignment(zk, "orders")
-    for p, first in enumerate((1, 2, 3, 4)):
-        replicas = after[p].replicas
-        assert replicas[0] == first and len(replicas) == 2  # preferred leader kept
-        assert {RACK[b] for b in replicas} == {"rack-a", "rack-b"}
+    assert {p: a.replicas for p, a in assignment(zk, "orders").items()} == RAISED
     for p in range(4):  # the new replicas really copied the log and joined the ISR
         wait_for(lambda p=p: isr_size(zk, p) == 2, timeout=30, what=f"orders-{p} fully in sync")  # type: ignore[misc]
 
-    down = generate(1).json()
+    down = generate(2, ["events"]).json()
     assert down["moved_replicas"] == 0
+    assert {p["partition"]: tuple(p["replicas"]) for p in down["request"]["partitions"]} == LOWERED
     action = run(
         operator,
         zk_chroot,
-        {"reassignment": down["request"], "reason": "RF 2 -> 1", "change_replication_factor": True},
+        {"reassignment": down["request"], "reason": "RF 3 -> 2", "change_replication_factor": True},
     )
     assert action.status == "succeeded", action.error
-    assert [after_down.replicas for after_down in assignment(zk, "orders").values()] == [(1,), (2,), (3,), (4,)]
+    assert {p: a.replicas for p, a in assignment(zk, "events").items()} == LOWERED
