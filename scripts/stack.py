@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from scripts.devservices import REPO_ROOT, ServiceError, ServiceSet, default_service_set
+from scripts.support.django_manage import ManageFailed, manage
 
 PYTHON = sys.executable
 _COLOURS = ("36", "35", "33", "32", "34", "31", "96", "95")
@@ -70,21 +71,6 @@ def _pump(name: str, colour: str, stream: IO[bytes] | None, lock: threading.Lock
         line = raw.decode(errors="replace").rstrip("\n")
         with lock:
             print(prefix + line, flush=True)
-
-
-class StepFailed(RuntimeError):
-    """A set-up step (migrations, the admin user, the cluster record) failed; the message holds its output."""
-
-
-def _manage(*args: str, env: dict[str, str]) -> str:
-    """Run one set-up command; on failure raise ``StepFailed`` with everything it printed."""
-    result = subprocess.run(
-        [PYTHON, "manage.py", *args], env=env, cwd=REPO_ROOT, check=False, capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip() or "(no output)"
-        raise StepFailed(f"`manage.py {' '.join(args)}` failed with exit code {result.returncode}:\n{output}")
-    return result.stdout
 
 
 CONTROLLER_IDS = (9001, 9002)
@@ -180,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServiceError as exc:
         print(f"stack: cannot start services: {exc}", file=sys.stderr, flush=True)
         exit_code = 1
-    except StepFailed as exc:
+    except ManageFailed as exc:
         print(f"stack: {exc}", file=sys.stderr, flush=True)
         exit_code = 1
     except KeyboardInterrupt:
@@ -210,11 +196,10 @@ def _run(args: argparse.Namespace, services: ServiceSet, children: list[Child]) 
     env["PYTHONUNBUFFERED"] = "1"
 
     print("\n".join(services.status()), flush=True)
-    _manage("migrate", "--noinput", "-v", "0", env=env)
-    credentials = _manage("ensure_admin", env=env).strip()
-    _manage(
-        "ensure_cluster", "--name", args.cluster, "--zookeeper", env["ZOOKEEPER_CONNECT"], "--mode", "managed", env=env
-    )
+    # The set-up steps; one failing stops the run with everything it printed (ManageFailed).
+    manage(env, "migrate", "--noinput", "-v", "0")
+    credentials = manage(env, "ensure_admin").strip()
+    manage(env, "ensure_cluster", "--name", args.cluster, "--zookeeper", env["ZOOKEEPER_CONNECT"], "--mode", "managed")
 
     lock = threading.Lock()
     stopping = threading.Event()
