@@ -543,7 +543,11 @@ class ControllerContext:
 
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         """``put_partition_leadership_info`` for many partitions (failover: every partition, into an empty cache)."""
-        self.put_partition_leadership_infos(infos.items())
+        ids = self.table.ids
+        get, id_of = ids.get, self.table.id_of
+        # The partitions have their numbers already (their assignments were loaded first): one dict
+        # lookup each, the method call only for the rare one that does not.
+        self.put_leadership_by_id([(pid if (pid := get(tp)) is not None else id_of(tp), s) for tp, s in infos.items()])
 
     def partition_leadership_info(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         pid = self.table.ids.get(tp)

@@ -11,8 +11,8 @@ Guarantees:
 * Every decoder raises ``ValueError`` with a message naming the format and the problem on bad input
   (not JSON, wrong type, missing key). Callers decide whether that is fatal (Kafka's controller logs
   and ignores an invalid ``/admin/reassign_partitions``, for instance).
-* The partition-state codec is on the failover hot path (one call per partition): it is
-  ``orjson.loads`` plus a few type checks, and the encoder is a single format string.
+* The partition-state codec is on the failover hot path (one call per partition): the decoder is
+  msgspec's (types checked in C), and the encoder is a single format string.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+import msgspec
 import orjson
 
 from controller_core.model import (
@@ -393,34 +394,74 @@ def encode_leader_and_isr_many(states: Iterable[LeaderAndIsr], controller_epoch:
     return out
 
 
+class _StateZnode(msgspec.Struct, frozen=True, gc=False):
+    """A partition state znode's fields as msgspec decodes them (strictly: an ``int`` field rejects
+    ``true``, ``4.9`` and ``"4"``; unknown keys such as ``version`` and 3.2+'s
+    ``leader_recovery_state`` are ignored)."""
+
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+# Built at import (one thread): msgspec fills a Struct's type information in lazily, and two threads
+# doing that at once crashed the process (controller_core.protocol.messages keeps a lock for it).
+_STATE_DECODER: Final = msgspec.json.Decoder(_StateZnode)
+
+
 def decode_partition_state(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
     """Parse a partition state znode; ``zk_version`` (the znode's data version) goes into the result.
 
-    Unknown keys (3.2+ ``leader_recovery_state``) are ignored.
+    Unknown keys (3.2+ ``leader_recovery_state``) are ignored. msgspec decodes and checks the types in
+    one C call, about half the CPU of ``orjson.loads`` and the checks in Python: a failover decodes
+    one of these per partition.
     """
-    if not data:
-        raise ValueError("partition state: the znode holds no data")
     try:
-        obj = orjson.loads(data)
-        leader = obj["leader"]
-        leader_epoch = obj["leader_epoch"]
-        isr = obj["isr"]
-        controller_epoch = obj["controller_epoch"]
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"partition state: not valid JSON ({exc}): {data[:200]!r}") from None
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"partition state: missing or malformed key {exc}: {data[:200]!r}") from None
-    if (
-        type(leader) is not int
-        or type(leader_epoch) is not int
-        or type(controller_epoch) is not int
-        or type(isr) is not list
-    ):
-        raise ValueError(f"partition state: wrong field types: {data[:200]!r}")
-    for replica in isr:  # a plain loop: the cheapest check on this hot path
-        if type(replica) is not int:
-            raise ValueError(f"partition state: isr must be a list of integers: {data[:200]!r}")
-    return LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, leader_epoch, tuple(isr), zk_version), controller_epoch)
+        s = _STATE_DECODER.decode(data)  # type: ignore[arg-type]  # None and b"" raise, explained below
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise ValueError(_state_error(data, exc)) from None
+    return LeaderIsrAndControllerEpoch(LeaderAndIsr(s.leader, s.leader_epoch, s.isr, zk_version), s.controller_epoch)
+
+
+def decode_partition_states(
+    datas: Sequence[bytes | None], zk_versions: Sequence[int]
+) -> tuple[list[LeaderIsrAndControllerEpoch | None], dict[int, ValueError]]:
+    """``decode_partition_state`` of each ``(datas[i], zk_versions[i])``: the states in order (None
+    where unreadable) and, by index, the ``ValueError`` naming each unreadable one's problem (the
+    caller names the znode). The loop is inlined: a million-partition failover runs it per partition."""
+    decode = _STATE_DECODER.decode
+    state, lai = LeaderIsrAndControllerEpoch, LeaderAndIsr
+    out: list[LeaderIsrAndControllerEpoch | None] = []
+    append = out.append
+    failed: dict[int, ValueError] = {}
+    for data, zk_version in zip(datas, zk_versions, strict=True):
+        try:
+            s = decode(data)  # type: ignore[arg-type]
+        except (msgspec.DecodeError, TypeError) as exc:
+            failed[len(out)] = ValueError(_state_error(data, exc))
+            append(None)
+            continue
+        append(state(lai(s.leader, s.leader_epoch, s.isr, zk_version), s.controller_epoch))
+    return out, failed
+
+
+def _state_error(data: bytes | None, exc: Exception) -> str:
+    """What is wrong with a partition state znode, from msgspec's error (which names the field)."""
+    if not data:
+        return "partition state: the znode holds no data"
+    if not isinstance(exc, msgspec.ValidationError):
+        return f"partition state: not valid JSON ({exc}): {data[:200]!r}"
+    text = str(exc)
+    if "missing required field" in text:
+        problem = f"missing or malformed key ({text})"
+    elif "$.isr[" in text:
+        problem = f"isr must be a list of integers ({text})"
+    elif " - at `" not in text:  # the top level (no path)
+        problem = f"malformed: not a JSON object ({text})"
+    else:
+        problem = f"wrong field types ({text})"
+    return f"partition state: {problem}: {data[:200]!r}"
 
 
 # ==================================================================================================
