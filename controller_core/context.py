@@ -381,12 +381,14 @@ class ControllerContext:
             for tp, assignment in assignments.items():
                 self.update_partition_full_replica_assignment(tp, assignment)
             return
-        members = table.by_topic[topic] = {}
+        tps = list(assignments)
+        new = [tp for tp in tps if tp not in ids]
+        if new:
+            table.add_rows(new)
+        members = table.by_topic[topic] = {tp: ids[tp] for tp in tps}
         column = table.assignment
         by_broker = table.by_broker
-        for tp, assignment in assignments.items():
-            pid = table.id_of(tp)
-            members[tp] = pid
+        for pid, assignment in zip(members.values(), assignments.values(), strict=True):
             column[pid] = assignment
             for broker_id in assignment.replicas:
                 partitions = by_broker.get(broker_id)

@@ -331,9 +331,40 @@ def decode_topic_assignment(
     built again; a bulk read passes one dictionary for all its topics, so a failover holds one object
     per distinct replica list, not one per partition.
     """
-    what = f"/brokers/topics/{topic}"
     if not data:
         return TopicAssignment(None, {})
+    try:
+        znode = _TOPIC_DECODER.decode(data)
+    except msgspec.DecodeError:
+        return _decode_topic_assignment_checked(topic, data, shared)  # which explains what is wrong
+    replicas = znode.partitions or {}
+    adding = znode.adding_replicas or {}
+    removing = znode.removing_replicas or {}
+    if (replicas and min(replicas) < 0) or (adding and min(adding) < 0) or (removing and min(removing) < 0):
+        return _decode_topic_assignment_checked(topic, data, shared)
+    return _topic_assignment(znode.topic_id, replicas, adding, removing, shared)
+
+
+class _TopicZnode(msgspec.Struct, frozen=True, gc=False):
+    """A topic znode's fields as msgspec decodes them: partition keys must be canonical decimal
+    strings (``"0"``; a negative one is caught after), replica lists lists of ``int`` (not ``true``,
+    ``2.0`` or ``null``), unknown keys ignored. What it rejects goes to the checked decoder, which
+    accepts what Kafka's reader does and otherwise says what is wrong."""
+
+    partitions: dict[int, tuple[int, ...]] | None = None
+    adding_replicas: dict[int, tuple[int, ...]] | None = None
+    removing_replicas: dict[int, tuple[int, ...]] | None = None
+    topic_id: str | None = None
+
+
+_TOPIC_DECODER: Final = msgspec.json.Decoder(_TopicZnode)  # built at import: see _STATE_DECODER
+
+
+def _decode_topic_assignment_checked(
+    topic: str, data: bytes, shared: dict[tuple[int, ...], ReplicaAssignment] | None
+) -> TopicAssignment:
+    """``decode_topic_assignment`` with every check in Python and a message naming the bad entry."""
+    what = f"/brokers/topics/{topic}"
     obj = _object(_loads(data, what), what)
     replicas = _partition_lists(obj.get("partitions"), f"{what} partitions")
     adding = _partition_lists(obj.get("adding_replicas"), f"{what} adding_replicas")
@@ -341,6 +372,16 @@ def decode_topic_assignment(
     topic_id = obj.get("topic_id")
     if topic_id is not None and not isinstance(topic_id, str):
         raise ValueError(f"{what}: topic_id must be a string, got {topic_id!r}")
+    return _topic_assignment(topic_id, replicas, adding, removing, shared)
+
+
+def _topic_assignment(
+    topic_id: str | None,
+    replicas: dict[int, tuple[int, ...]],
+    adding: dict[int, tuple[int, ...]],
+    removing: dict[int, tuple[int, ...]],
+    shared: dict[tuple[int, ...], ReplicaAssignment] | None,
+) -> TopicAssignment:
     if adding or removing:
         return TopicAssignment(
             topic_id,

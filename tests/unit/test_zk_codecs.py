@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -416,3 +417,29 @@ def test_topic_names_are_validated_as_kafka_does(name: str, ok: bool) -> None:
     else:
         with pytest.raises(ValueError):
             paths.validate_topic_name(name)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        KAFKA_TOPIC_EXAMPLE,
+        b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}',
+        b'{"version":3,"partitions":null,"topic_id":null}',
+        b'{"version":3,"partitions":{"01":[1]}}',  # Kafka's reader takes it as 1; msgspec leaves it to the checks
+        b'{"version":3,"partitions":{"-1":[1]}}',
+        b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"-2":[1]}}',
+        b'{"version":3,"partitions":{"0":[1,true]}}',
+        b'{"version":3,"partitions":{"0":[1]},"topic_id":7}',
+        b"[1]",
+        b"{",
+    ],
+)
+def test_the_msgspec_topic_decoder_accepts_and_rejects_exactly_what_the_checked_one_does(raw: bytes) -> None:
+    def outcome(decode: Any) -> object:
+        try:
+            return decode()
+        except ValueError as exc:
+            return ("error", str(exc))
+
+    checked = outcome(lambda: codecs._decode_topic_assignment_checked("t", raw, None))
+    assert outcome(lambda: codecs.decode_topic_assignment("t", raw)) == checked
