@@ -466,11 +466,19 @@ def decode_partition_state(data: bytes | None, zk_version: int) -> LeaderIsrAndC
 
 
 def decode_partition_states(
-    datas: Sequence[bytes | None], zk_versions: Sequence[int]
+    datas: Sequence[bytes | None],
+    zk_versions: Sequence[int],
+    isrs: dict[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> tuple[list[LeaderIsrAndControllerEpoch | None], dict[int, ValueError]]:
     """``decode_partition_state`` of each ``(datas[i], zk_versions[i])``: the states in order (None
     where unreadable) and, by index, the ``ValueError`` naming each unreadable one's problem (the
-    caller names the znode). The loop is inlined: a million-partition failover runs it per partition."""
+    caller names the znode). The loop is inlined: a million-partition failover runs it per partition.
+
+    ``isrs``: ISR tuples already decoded, reused for an equal one (a bulk read passes one dictionary
+    for all its batches): a cluster has few distinct ISRs, and a tuple per partition was ~64 MB of a
+    million-partition context."""
+    shared = isrs if isrs is not None else {}
+    intern = shared.setdefault
     decode = _STATE_DECODER.decode
     state, lai = LeaderIsrAndControllerEpoch, LeaderAndIsr
     out: list[LeaderIsrAndControllerEpoch | None] = []
@@ -483,7 +491,8 @@ def decode_partition_states(
             failed[len(out)] = ValueError(_state_error(data, exc))
             append(None)
             continue
-        append(state(lai(s.leader, s.leader_epoch, s.isr, zk_version), s.controller_epoch))
+        isr = s.isr
+        append(state(lai(s.leader, s.leader_epoch, intern(isr, isr), zk_version), s.controller_epoch))
     return out, failed
 
 

@@ -198,9 +198,10 @@ class TopicZnodes(FencedMultiEngine):
         state_path = paths.partition_state_path
         results = self._iter_data_versions([state_path(tp) for tp in unique], size_hint=96)
         decode = codecs.decode_partition_states
+        isrs: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct ISR
         for start in range(0, len(unique), _STATE_BATCH):
             batch = list(islice(results, _STATE_BATCH))
-            states, failed = decode([r.data for r in batch], [r.version for r in batch])
+            states, failed = decode([r.data for r in batch], [r.version for r in batch], isrs)
             yield unique[start : start + len(batch)], batch, states, failed
 
     def create_partition_states(
