@@ -381,12 +381,14 @@ class ControllerContext:
             for tp, assignment in assignments.items():
                 self.update_partition_full_replica_assignment(tp, assignment)
             return
-        members = table.by_topic[topic] = {}
+        tps = list(assignments)
+        new = [tp for tp in tps if tp not in ids]
+        if new:
+            table.add_rows(new)
+        members = table.by_topic[topic] = {tp: ids[tp] for tp in tps}
         column = table.assignment
         by_broker = table.by_broker
-        for tp, assignment in assignments.items():
-            pid = table.id_of(tp)
-            members[tp] = pid
+        for pid, assignment in zip(members.values(), assignments.values(), strict=True):
             column[pid] = assignment
             for broker_id in assignment.replicas:
                 partitions = by_broker.get(broker_id)
@@ -543,7 +545,11 @@ class ControllerContext:
 
     def load_partition_leadership_info(self, infos: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         """``put_partition_leadership_info`` for many partitions (failover: every partition, into an empty cache)."""
-        self.put_partition_leadership_infos(infos.items())
+        ids = self.table.ids
+        get, id_of = ids.get, self.table.id_of
+        # The partitions have their numbers already (their assignments were loaded first): one dict
+        # lookup each, the method call only for the rare one that does not.
+        self.put_leadership_by_id([(pid if (pid := get(tp)) is not None else id_of(tp), s) for tp, s in infos.items()])
 
     def partition_leadership_info(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         pid = self.table.ids.get(tp)

@@ -719,9 +719,10 @@ class Controller:
                 self.ctx.add_topic_id(topic, assignment.topic_id)
             by_partition = {TopicPartition(topic, p): replicas for p, replicas in assignment.partitions.items()}
             self.ctx.load_topic_assignment(topic, by_partition)
-            for tp, replicas in by_partition.items():
-                if replicas.is_being_reassigned:
-                    self.ctx.partitions_being_reassigned.add(tp)
+            if any(a.adding_replicas or a.removing_replicas for a in assignment.partitions.values()):
+                for tp, replicas in by_partition.items():
+                    if replicas.is_being_reassigned:
+                        self.ctx.partitions_being_reassigned.add(tp)
 
     def _refresh_leadership(self, partitions: Sequence[TopicPartition]) -> None:
         """Read state znodes into the leadership cache (bulk)."""

@@ -28,7 +28,7 @@ MB less than a dict per partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from controller_core.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from controller_core.states import PartitionState, ReplicaState
@@ -132,6 +132,22 @@ class PartitionTable:
             self.state.append(None)
             self.replica_states.append(None)
         return pid
+
+    def add_rows(self, partitions: Sequence[TopicPartition]) -> range:
+        """Give each of ``partitions`` (none of which has a number yet) the next number, in order, with
+        empty rows: ``id_of`` in bulk, for a failover's million new partitions. Returns the numbers."""
+        first = len(self.tps)
+        numbers = range(first, first + len(partitions))
+        self.ids.update(zip(partitions, numbers, strict=True))
+        if len(self.ids) != first + len(partitions):
+            raise ValueError("add_rows: a partition is repeated or has a number already")
+        self.tps.extend(partitions)
+        empty = [None] * len(partitions)
+        self.assignment.extend(empty)
+        self.leadership.extend(empty)
+        self.state.extend(empty)
+        self.replica_states.extend(empty)
+        return numbers
 
     def ids_of(self, partitions: Iterable[TopicPartition]) -> list[int]:
         """``id_of`` for each partition, in order (unknown partitions get new rows)."""

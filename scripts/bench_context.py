@@ -6,18 +6,30 @@ failover's snapshot record). This measures the part that stays: a ``ControllerCo
 failover loads it (assignments topic by topic, the leadership cache, every partition Online, every
 replica Online), in this process, as the growth of its RSS. ~10 s and ~0.7 GB at 1,000,000.
 
+With ``--zookeeper`` the context is read instead through the real ``ZkStore`` from a private
+ZooKeeper (started here with the partitions written in Kafka's layout, removed afterwards), as a cold
+failover reads it (``Controller._load_controller_context`` without the watches): topics, assignments,
+then every partition state. A fresh process does the read, so its figures are its own: each phase's
+CPU (its thread's) and wall, the RSS it keeps and the peak it reached (``VmHWM``). ~1 minute at
+200,000 partitions, most of it writing them.
+
 Usage::
 
     .venv/bin/python scripts/bench_context.py [--partitions 1000000] [--brokers 5] [--json]
+    .venv/bin/python scripts/bench_context.py --zookeeper [--partitions 200000] [--brokers 5] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +43,8 @@ from controller_core.model import (  # noqa: E402
     TopicPartition,
 )
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
-from scripts.bench_elections import PER_TOPIC, partition_at, replicas_at  # noqa: E402
+from scripts.bench_elections import PER_TOPIC, ZooKeeperRounds, partition_at, replicas_at  # noqa: E402
+from scripts.devservices import ZooKeeperServer, free_port  # noqa: E402
 from scripts.support.fakes import broker  # noqa: E402
 
 
@@ -63,14 +76,121 @@ def load(partitions: int, brokers: int) -> ControllerContext:
     return ctx
 
 
+def vm_hwm_mb() -> float:
+    """This process's peak resident set so far (Linux ``VmHWM``), MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
+    """Load a context from the ZooKeeper at ``hosts`` as a cold failover does (its reads, without the
+    watches), in this process; each phase's CPU and wall seconds, the RSS kept and its peak."""
+    from kazoo.client import KazooClient
+
+    from controller_core.zk.store import ZkStore
+
+    client = KazooClient(hosts=hosts, timeout=30.0)
+    client.start(timeout=30)
+    try:
+        store = ZkStore(client)
+        gc.collect()
+        before, figures = rss_mb(), {}
+        ctx = ControllerContext(controller_id=1)
+        gc.disable()  # the controller pauses its collector during events (controller_core.gc_policy)
+        clock = (time.thread_time(), time.perf_counter())
+
+        def mark(phase: str) -> None:
+            nonlocal clock
+            now = (time.thread_time(), time.perf_counter())
+            figures[f"{phase}_cpu_s"] = round(now[0] - clock[0], 3)
+            figures[f"{phase}_wall_s"] = round(now[1] - clock[1], 3)
+            clock = now
+
+        topics = set(store.get_all_topics())
+        ctx.set_all_topics(topics)
+        for topic, assignment in store.get_replica_assignments(topics).items():  # as _store_assignments
+            ctx.load_topic_assignment(topic, {TopicPartition(topic, p): a for p, a in assignment.partitions.items()})
+        mark("assignments")
+        ctx.clear_partition_leadership_info()
+        ctx.load_partition_leadership_info(store.get_partition_leadership(ctx.all_partitions()))
+        mark("partition_states")
+        gc.enable()
+        return {
+            "partitions": ctx.partition_count,
+            "with_leaders": ctx.partition_with_leaders_count,
+            **figures,
+            "context_rss_mb": round(rss_mb() - before, 1),
+            "peak_rss_mb": round(vm_hwm_mb(), 1),
+            "start_rss_mb": round(before, 1),
+        }
+    finally:
+        client.stop()
+        client.close()
+
+
+@contextlib.contextmanager
+def private_zookeeper(partitions: int) -> Iterator[str]:
+    """A ZooKeeper of our own on loopback (heap 1 GB, or 2 KB per partition if more), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="bench-context-") as base:
+        heap = max(1024, partitions * 2048 // 2**20)
+        server = ZooKeeperServer(host="127.0.0.1", port=free_port(), base_dir=Path(base), heap_mb=heap)
+        server.start()
+        try:
+            yield server.connect_string
+        finally:
+            server.stop()
+
+
+def on_zookeeper(partitions: int, brokers: int) -> dict[str, float | int]:
+    """Write the partitions to a private ZooKeeper, then read them in a fresh process (its own RSS)."""
+    with private_zookeeper(partitions) as hosts:
+        started = time.perf_counter()
+        ZooKeeperRounds(partitions, brokers, hosts).close()
+        written_s = time.perf_counter() - started
+        gc.collect()
+        child = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--read-from", hosts],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"the reading process failed ({child.returncode}): {child.stderr[-2000:]}")
+        figures: dict[str, float | int] = json.loads(child.stdout.strip().splitlines()[-1])
+    figures["written_s"] = round(written_s, 1)
+    figures["brokers"] = brokers
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The controller context's RSS at N partitions.")
     parser.add_argument("--partitions", type=int, default=1_000_000)
     parser.add_argument("--brokers", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--zookeeper", action="store_true", help="read through ZkStore as a cold failover does")
+    parser.add_argument("--read-from", metavar="HOSTS", help=argparse.SUPPRESS)  # the reading process
     args = parser.parse_args(argv)
+    if args.read_from:
+        print(json.dumps(read_as_cold_failover(args.read_from)))
+        return 0
     if args.partitions < 1 or args.brokers < 3:
         parser.error("--partitions must be at least 1 and --brokers at least 3 (replication factor 3)")
+    if args.zookeeper:
+        figures = on_zookeeper(args.partitions, args.brokers)
+        if args.json:
+            print(json.dumps(figures))
+        else:
+            print(
+                f"{figures['partitions']:,} partitions read as a cold failover: assignments "
+                f"{figures['assignments_cpu_s']} s CPU / {figures['assignments_wall_s']} s wall, partition states "
+                f"{figures['partition_states_cpu_s']} s / {figures['partition_states_wall_s']} s; context "
+                f"{figures['context_rss_mb']} MB of RSS, peak {figures['peak_rss_mb']} MB "
+                f"(from {figures['start_rss_mb']} MB at the start)"
+            )
+        return 0
     gc.collect()
     before = rss_mb()
     started = time.process_time()

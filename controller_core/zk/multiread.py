@@ -31,9 +31,11 @@ Guarantees and failure behaviour:
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Final, NamedTuple
 
 from kazoo.client import KazooClient
@@ -374,27 +376,27 @@ class MultiReader:
         in_flight: deque[tuple[_MultiReadRequest, Any]] = deque()
         pos = 0
 
+        prefixes: dict[int, bytes] = {}  # path length -> op header + length prefix (a few distinct lengths)
+
         def fill() -> None:
+            # A request's ops are encoded in bulk (a failover reads a million paths): as many ops as
+            # the reply estimate allows, cut where the request's own bytes would pass the budget.
             nonlocal pos
             while pos < n and len(in_flight) < self.max_in_flight:
-                start = pos
-                parts: list[bytes] = []
-                request_bytes = response_bytes = 0
-                while pos < n:
-                    encoded = full(paths[pos]).encode()
-                    op_bytes = 9 + 4 + len(encoded) + 1
-                    if pos > start and (request_bytes + op_bytes > budget or response_bytes + estimate > budget):
-                        break
-                    parts.append(header)
-                    parts.append(INT.pack(len(encoded)))
-                    parts.append(encoded)
-                    parts.append(b"\x00")  # watch = false (ignored by the server anyway)
-                    request_bytes += op_bytes
-                    response_bytes += estimate
-                    pos += 1
-                parts.append(DONE)
-                request = _MultiReadRequest(b"".join(parts), pos - start)
+                count = min(n - pos, max(1, budget // estimate))
+                encoded = [full(path).encode() for path in paths[pos : pos + count]]
+                sizes = [len(e) for e in encoded]
+                if sum(sizes) + 14 * count > budget:  # long paths: op bytes = 9 + 4 + path + 1
+                    fits = bisect_right(list(accumulate(size + 14 for size in sizes)), budget)
+                    count = max(1, fits)
+                    del encoded[count:], sizes[count:]
+                for size in set(sizes) - prefixes.keys():
+                    prefixes[size] = header + INT.pack(size)
+                # Each op: header, length, path, then watch = false (ignored by the server anyway).
+                ops = b"\x00".join([prefixes[size] + e for size, e in zip(sizes, encoded, strict=True)])
+                request = _MultiReadRequest(ops + b"\x00" + DONE, count)
                 in_flight.append((request, self._submit(request)))
+                pos += count
 
         fill()
         while in_flight:

@@ -28,6 +28,7 @@ from controller_core.zk.codecs import FeatureZNode, TopicAssignment
 from controller_core.zk.history import HistoryRecorder
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
+from controller_core.zk.store import topics as topics_module
 from scripts.devservices import ZooKeeperServer, free_port
 from tests.support.zk import drop_connection, expire_session, wait_for
 
@@ -224,6 +225,37 @@ def test_the_leadership_read_of_a_failover_keeps_only_readable_states_with_their
     assert leadership[TP("orders", 2)].leader_and_isr == LeaderAndIsr(3, 1, (1, 2, 3), 1)
     reads = store.get_partition_states(list(states))
     assert {tp: r.state for tp, r in reads.items() if r.state is not None} == leadership
+
+
+def test_a_wrongly_typed_state_znode_is_left_out_in_any_decode_batch_and_named(
+    zk: KazooClient,
+    store: ZkStore,
+    controller: ControllerEpoch,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(topics_module, "_STATE_BATCH", 3)  # 10 partitions: four decode batches
+    states = _topic_with_states(store, controller, "orders", 10)
+    coerced = {
+        TP("orders", 1): b'{"controller_epoch":1,"leader":"2","version":1,"leader_epoch":0,"isr":[2]}',
+        TP("orders", 5): b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":4.9,"isr":[2]}',
+        TP("orders", 7): b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,true]}',
+    }
+    for tp, raw in coerced.items():
+        zk.set(paths.partition_state_path(tp), raw)
+    zk.delete(paths.partition_state_path(TP("orders", 8)))
+
+    with caplog.at_level("ERROR", logger="controller_core.zk.store"):
+        leadership = store.get_partition_leadership(list(states))
+    readable = [tp for tp in states if tp not in coerced and tp != TP("orders", 8)]
+    assert leadership == {tp: states[tp] for tp in readable}  # no default, no coercion
+    named = {TP("orders", 1): "$.leader", TP("orders", 5): "$.leader_epoch", TP("orders", 7): "$.isr[1]"}
+    for tp, field in named.items():
+        assert any(str(tp) in r.getMessage() and field in r.getMessage() for r in caplog.records), (tp, caplog.text)
+    reads = store.get_partition_states(list(states))
+    assert {tp for tp, r in reads.items() if r.code is ZkCode.OTHER} == set(coerced)
+    assert reads[TP("orders", 8)].code is ZkCode.NO_NODE
+    assert all(reads[tp].state == states[tp] for tp in readable)
 
 
 def test_a_stale_version_fails_only_its_own_partition_in_a_batched_write(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -416,3 +417,47 @@ def test_topic_names_are_validated_as_kafka_does(name: str, ok: bool) -> None:
     else:
         with pytest.raises(ValueError):
             paths.validate_topic_name(name)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        KAFKA_TOPIC_EXAMPLE,
+        b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}',
+        b'{"version":3,"partitions":null,"topic_id":null}',
+        b'{"version":3,"partitions":{"01":[1]}}',  # Kafka's reader takes it as 1; msgspec leaves it to the checks
+        b'{"version":3,"partitions":{"-1":[1]}}',
+        b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"-2":[1]}}',
+        b'{"version":3,"partitions":{"0":[1,true]}}',
+        b'{"version":3,"partitions":{"0":[1]},"topic_id":7}',
+        b"[1]",
+        b"{",
+    ],
+)
+def test_the_msgspec_topic_decoder_accepts_and_rejects_exactly_what_the_checked_one_does(raw: bytes) -> None:
+    def outcome(decode: Any) -> object:
+        try:
+            return decode()
+        except ValueError as exc:
+            return ("error", str(exc))
+
+    checked = outcome(lambda: codecs._decode_topic_assignment_checked("t", raw, None))
+    assert outcome(lambda: codecs.decode_topic_assignment("t", raw)) == checked
+
+
+def test_a_bulk_state_decode_shares_equal_isrs_and_names_each_unreadable_one() -> None:
+    raws = [
+        b'{"controller_epoch":4,"leader":1,"version":1,"leader_epoch":2,"isr":[1,2,3]}',
+        b'{"controller_epoch":4,"leader":"2","version":1,"leader_epoch":2,"isr":[2,3]}',
+        None,
+        b'{"controller_epoch":5,"leader":2,"version":1,"leader_epoch":0,"isr":[1,2,3]}',
+    ]
+    isrs: dict[tuple[int, ...], tuple[int, ...]] = {}
+    states, failed = codecs.decode_partition_states(raws, [7, 8, -1, 9], isrs)
+    first, fourth = states[0], states[3]
+    assert first == LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 2, (1, 2, 3), 7), 4)
+    assert fourth == LeaderIsrAndControllerEpoch(LeaderAndIsr(2, 0, (1, 2, 3), 9), 5)
+    assert first.leader_and_isr.isr is fourth.leader_and_isr.isr
+    assert states[1] is None and states[2] is None
+    assert set(failed) == {1, 2}
+    assert "$.leader" in str(failed[1]) and "no data" in str(failed[2])
