@@ -63,6 +63,9 @@ class KeptRequests:
         self._recipients: dict[int, tuple[int, ...]] = {}
         """Partition number -> its group (the live replicas its LeaderAndIsr state is kept for)."""
         self._groups_unsorted = False
+        """The groups may be out of the order of their first partitions."""
+        self._unsorted_groups: set[tuple[int, ...]] = set()
+        """Groups that gained a partition possibly out of partition order."""
         self._update_metadata_unsorted = False
 
     @classmethod
@@ -129,7 +132,7 @@ class KeptRequests:
                     # A new group is last; in order only if its first partition is too.
                     self._groups_unsorted = self._groups_unsorted or not at_end
                 elif not at_end:
-                    self._groups_unsorted = True
+                    self._unsorted_groups.add(online)
                 group[pid] = state
                 recipients_of[pid] = online
             if not at_end and pid not in update_metadata and update_metadata:
@@ -172,15 +175,22 @@ class KeptRequests:
     def settle(self) -> None:
         """Put what gained entries out of order back in the start-up's order (on the standby, after a
         re-read, so that ``take`` has nothing left to sort)."""
-        if not (self._groups_unsorted or self._update_metadata_unsorted):
+        unsorted_groups = self._unsorted_groups
+        if not (self._groups_unsorted or unsorted_groups or self._update_metadata_unsorted):
             return
         rank = {pid: i for i, (_, pid) in enumerate(self.ctx.iter_assigned_ids())}
-        if self._groups_unsorted:
-            groups = {recipients: _sorted(group, rank) for recipients, group in self.groups.items()}
+        groups = self.groups
+        for recipients in unsorted_groups:
+            group = groups.get(recipients)
+            if group is not None:
+                groups[recipients] = _sorted(group, rank)  # in place: the groups' order is kept
+        if unsorted_groups or self._groups_unsorted:
+            # A group whose first partition changed may move.
             self.groups = dict(sorted(groups.items(), key=lambda item: rank[next(iter(item[1]))]))
         if self._update_metadata_unsorted:
             self.update_metadata = _sorted(self.update_metadata, rank)
         self._groups_unsorted = self._update_metadata_unsorted = False
+        unsorted_groups.clear()
 
     def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates]:
         """The kept states for the takeover's batch (this object is then spent): per broker, its
