@@ -610,7 +610,7 @@ class Controller:
         self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
         phases.mark("topic_deletion_and_brokers_update")
         kept, self._kept_requests = self._kept_requests, None
-        if kept is not None:  # warm: the standby built the start-up's requests already
+        if kept is not None and read_path["path"] == "warm":  # the standby built the start-up's requests
             start_replica_state_machine(self.replica_sm, self.replica_batch, self.ctx, self.scl, kept)
         else:
             self.replica_sm.startup()
