@@ -94,7 +94,8 @@ from controller_core.record_kinds import RecordKind
 from controller_core.replica_state_machine import ReplicaStateMachine
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.standby import FailoverSource, StandbyFollower
-from controller_core.standby.warm_context import adopt, start_partition_state_machine
+from controller_core.standby.kept_requests import KeptRequests
+from controller_core.standby.warm_context import adopt, start_partition_state_machine, start_replica_state_machine
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
@@ -267,6 +268,7 @@ class Controller:
         self._started = False
         #: Warm path: the zxid its per-topic watches are armed from, after the failover's requests.
         self._deferred_topic_watches: int | None = None
+        self._kept_requests: KeptRequests | None = None  # the warm path's start-up requests, for one failover
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -562,6 +564,7 @@ class Controller:
             self.scl.flush()
         self.ctx.reset()
         self._deferred_topic_watches = None
+        self._kept_requests = None
         self.reassignment.reset()
         if self.standby is not None and self._started:
             self.standby.resume()  # follow again (from a full read) while standing by
@@ -606,7 +609,11 @@ class Controller:
 
         self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
         phases.mark("topic_deletion_and_brokers_update")
-        self.replica_sm.startup()
+        kept, self._kept_requests = self._kept_requests, None
+        if kept is not None and read_path["path"] == "warm":  # the standby built the start-up's requests
+            start_replica_state_machine(self.replica_sm, self.replica_batch, self.ctx, self.scl, kept)
+        else:
+            self.replica_sm.startup()
         phases.mark("replica_state_machine")
         if read_path["path"] == "warm":  # the kept context holds the initial partition states already
             start_partition_state_machine(self.partition_sm, self.ctx, self.scl)
@@ -665,6 +672,7 @@ class Controller:
         handover = source.take_over()
         if handover is not None and handover.context is not None:
             adopt(self.ctx, handover.context.ctx)
+            self._kept_requests = handover.context.kept
             self._deferred_topic_watches = handover.zxid
             brokers = self.ctx.live_or_shutting_down_brokers()
             phases.mark("warm_context")

@@ -129,6 +129,8 @@ class ControllerBrokerRequestBatch:
         # The registered-id set last merged into the UpdateMetadata targets. The context replaces
         # that frozenset on every membership change, so identity tells us whether to merge again.
         self._merged_registered: frozenset[int] | None = None
+        # A warm standby's kept UpdateMetadata states for the pending partitions (``add_kept``): one send.
+        self._kept_update_metadata: Mapping[int, UpdateMetadataPartitionState] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -156,6 +158,7 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
         self._merged_registered = None
+        self._kept_update_metadata = None
 
     # -- pending contents (read-only views) ------------------------------------------------------
 
@@ -243,6 +246,26 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_partitions.update(dict.fromkeys(numbers))
         registered = self._ctx.live_or_shutting_down_broker_ids
         if registered is not self._merged_registered:
+            self._update_metadata_brokers.update(b for b in registered if b >= 0)
+            self._merged_registered = registered
+
+    def add_kept(
+        self,
+        leader_and_isr: Mapping[int, dict[int, LeaderAndIsrPartitionState]],
+        update_metadata: Mapping[int, UpdateMetadataPartitionState],
+    ) -> None:
+        """A warm standby's kept start-up requests (``controller_core.standby.kept_requests``) into an
+        empty batch: what ``add_leader_and_isr_requests_by_id(..., is_new=False)`` of every partition
+        with a leadership and an online replica adds, already built (per broker, in partition order).
+        At send, the kept UpdateMetadata states are used as they are unless the context then needs
+        them built (topics queued for deletion, failed log directories) or other partitions joined."""
+        if not self.is_empty():
+            raise IllegalStateError("kept start-up requests go into an empty batch only")
+        self._leader_and_isr = {b: states for b, states in leader_and_isr.items() if b >= 0}
+        self._update_metadata_partitions = dict.fromkeys(update_metadata)
+        self._kept_update_metadata = update_metadata
+        if update_metadata:
+            registered = self._ctx.live_or_shutting_down_broker_ids
             self._update_metadata_brokers.update(b for b in registered if b >= 0)
             self._merged_registered = registered
 
@@ -361,10 +384,19 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
         self._merged_registered = None
+        self._kept_update_metadata = None
         return targets, partition_count
 
     def _update_metadata_states(self) -> list[UpdateMetadataPartitionState]:
         ctx = self._ctx
+        kept = self._kept_update_metadata
+        if (
+            kept is not None
+            and not ctx.topics_to_be_deleted
+            and not ctx.has_replicas_on_offline_dirs
+            and kept.keys() == self._update_metadata_partitions.keys()
+        ):
+            return list(kept.values())
         states: list[UpdateMetadataPartitionState] = []
         append = states.append
         skipped = 0

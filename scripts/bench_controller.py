@@ -2,7 +2,8 @@
 """Benchmark the controller against a private ZooKeeper: failover, broker failure, controlled
 shutdown, preferred election, and ZooKeeper's own floor for the same reads and writes.
 
-``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--unbatched-runs U] [--standby MODE] [--json]``
+``scripts/bench [--quick] [--partitions N] [--brokers B] [--runs R] [--unbatched-runs U] [--standby MODE]
+[--scenarios all|failover] [--json]``
 
 Set-up (once): a private ZooKeeper (``scripts.devservices.temporary_services``), N partitions in
 Kafka's layout (topics of 50 partitions, RF 3, replicas spread over brokers 1..B, leader = preferred
@@ -92,14 +93,27 @@ from scripts.bench_controller_proc import REDIS_CLUSTER, http_json, serve_contro
 from scripts.bench_controller_rig import PER_TOPIC, STANDBY_MODES, Bench, log, poll_until  # noqa: E402
 from scripts.devservices import temporary_services  # noqa: E402
 
+SCENARIO_SETS = ("all", "failover")
+"""``--scenarios``: every scenario of a round, or only its two failovers (warm, cold)."""
 
-def _scenarios(bench: Bench, r: int, samples: dict[str, list[float]], counts: dict[str, int], prefix: str) -> None:
-    """One round: failover, broker failure, controlled shutdown, restart, preferred election."""
+
+def _scenarios(
+    bench: Bench,
+    r: int,
+    samples: dict[str, list[float]],
+    counts: dict[str, int],
+    prefix: str,
+    scenarios: str = "all",
+) -> None:
+    """One round: failover, broker failure, controlled shutdown, restart, preferred election
+    (``scenarios="failover"``: the two failovers only)."""
     registrations = bench.registrations()
     bench.quiesce()
     samples.setdefault(prefix + "failover_s", []).append(bench.failover())
     bench.quiesce()
     samples.setdefault(prefix + "cold_failover_s", []).append(bench.failover(warm=False))
+    if scenarios == "failover":
+        return
     victim = 1 + (2 * r) % bench.brokers
     bench.quiesce()
     s, led = bench.broker_failure(victim)
@@ -161,6 +175,7 @@ def run(
     agent_nice: int = 0,
     redis_stream: bool = True,
     standby: str = "warm",
+    scenarios: str = "all",
 ) -> dict[str, Any]:
     wall = time.perf_counter()
     # ZooKeeper keeps every znode on its heap: ~5 KB per partition with its topic and watches (512 MB
@@ -205,7 +220,7 @@ def run(
             counts: dict[str, int] = {}
             for r in range(runs):
                 log(f"run {r + 1}/{runs}")
-                _scenarios(bench, r, samples, counts, "")
+                _scenarios(bench, r, samples, counts, "", scenarios)
             status = http_json(bench.active().url or "", "GET", "/v1/status")
             if unbatched_runs:
                 # The same scenarios with one fenced write per partition (Kafka 1.1): replace the
@@ -219,7 +234,7 @@ def run(
                     bench.start_controller(second.id, warm=second.warm_standby)
                 for r in range(unbatched_runs):
                     log(f"unbatched run {r + 1}/{unbatched_runs}")
-                    _scenarios(bench, runs + r, samples, counts, "unbatched_")
+                    _scenarios(bench, runs + r, samples, counts, "unbatched_", scenarios)
             busy_ms = sum(v["total_ms"] for k, v in status["per_state_ms"].items() if k != "IDLE")
             events_per_s = status["events_processed"] / (busy_ms / 1000) if busy_ms else 0.0
             for c in list(bench.controllers.values()):
@@ -258,6 +273,7 @@ def run(
     report["agent_nice"] = agent_nice
     report["redis_stream"] = redis_stream
     report["standby"] = standby
+    report["scenarios"] = scenarios
     report["machine"] = f"{os.cpu_count()} CPUs, {os.uname().sysname} {os.uname().release}"
     report["wall_s"] = round(time.perf_counter() - wall, 1)
     return report
@@ -347,6 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warm follows every write (default, as the product runs), cold only watches /controller, none"
         ),
     )
+    parser.add_argument(
+        "--scenarios",
+        choices=SCENARIO_SETS,
+        default="all",
+        help="all (default) or failover: only the warm and cold failovers of each round (and the floors)",
+    )
     parser.add_argument("--serve-controller", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
@@ -378,7 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--unbatched-runs must be >= 0")
     if not 0 <= args.agent_nice <= 19:
         parser.error("--agent-nice must be 0 to 19")
-    report = run(n, args.brokers, runs, unbatched_runs, args.agent_nice, not args.no_redis_stream, args.standby)
+    report = run(
+        n, args.brokers, runs, unbatched_runs, args.agent_nice, not args.no_redis_stream, args.standby, args.scenarios
+    )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 

@@ -37,10 +37,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from controller_core.context import ControllerContext
-from controller_core.errors import IllegalStateError
-from controller_core.model import TopicPartition
+from controller_core.errors import ControllerMovedError, IllegalStateError
+from controller_core.model import PartitionAndReplica, TopicPartition
 from controller_core.partition_state_machine import ElectionResults, PartitionStateMachine
 from controller_core.record_kinds import RecordKind
+from controller_core.replica_state_machine import ReplicaStateMachine
+from controller_core.request_batch import ControllerBrokerRequestBatch
+from controller_core.standby.kept_requests import KeptRequests
 from controller_core.standby.view import ClusterView, Kind, Target
 from controller_core.state_change_log import StateChangeLogger
 from controller_core.states import PartitionState, ReplicaState
@@ -69,6 +72,8 @@ class WarmContext:
         self.ctx = ctx
         self.broken: str | None = None
         """Why this context cannot be handed over (the view holds what a cold load rejects)."""
+        self.kept = KeptRequests(ctx)
+        """The replica state machine start-up's per-partition request states of ``ctx``, kept with it."""
 
     @classmethod
     def load(cls, controller_id: int, view: ClusterView) -> WarmContext:
@@ -85,6 +90,7 @@ class WarmContext:
             return warm
         ctx.load_partition_leadership_info(view.leadership_for(ctx.all_partitions()))
         warm._derive([pid for _, pid in ctx.iter_assigned_ids()])
+        warm.kept = KeptRequests.build(ctx)
         return warm
 
     # -- changes ------------------------------------------------------------------------------------
@@ -103,6 +109,7 @@ class WarmContext:
             # Admin znodes: the failover reads them itself (deletions, reassignment, preferred election).
         except IllegalStateError as exc:
             self._break(exc)
+        self.kept.settle()
 
     def apply_all(self, targets: Iterable[Target], view: ClusterView) -> None:
         """``apply`` for one re-read's paths: brokers and topics one by one, then the partition states
@@ -142,10 +149,12 @@ class WarmContext:
         try:
             self.ctx.put_leadership_by_id(infos)
             self._derive_partition_states(leader_moved)
+            self.kept.refresh([pid for pid, _ in infos])
             for topic in sorted(reload):
                 self._reload_topic(topic, view)
         except IllegalStateError as exc:
             self._break(exc)
+        self.kept.settle()
 
     def _apply_state(self, tp: TopicPartition, view: ClusterView) -> None:
         ctx = self.ctx
@@ -161,6 +170,7 @@ class WarmContext:
             return
         ctx.put_leadership_by_id([(pid, info)])
         self._derive_partition_states([pid])
+        self.kept.refresh([pid])
 
     def _apply_broker(self, broker_id: int, view: ClusterView) -> None:
         ctx = self.ctx
@@ -174,12 +184,14 @@ class WarmContext:
             table = ctx.table
             affected = table.by_broker.get(broker_id, set()) | table.by_leader.get(broker_id, set())
             self._derive(sorted(affected))
+            self.kept.broker_liveness_changed(broker_id)
 
     def _reload_topic(self, topic: str, view: ClusterView) -> None:
         ctx = self.ctx
         table = ctx.table
         if topic in ctx.all_topics or topic in table.by_topic:
             rows = list(table.by_topic.get(topic, {}).values())
+            self.kept.forget(rows)
             ctx.remove_topic(topic)  # assignment, leadership, topic id, reassigning; not the states
             self._forget_states(rows)
         assignment = view.topics.get(topic)
@@ -192,6 +204,7 @@ class WarmContext:
         if states:
             ctx.put_leadership_by_id([(pid, states[tp]) for tp, pid in members.items() if tp in states])
         self._derive(list(members.values()))
+        self.kept.refresh(members.values(), at_end=True)
 
     # -- the cold failover's steps, on part of the context ----------------------------------------------
     def _store_topic(self, topic: str, assignment: TopicAssignment) -> None:
@@ -269,6 +282,46 @@ class WarmContext:
     def _break(self, exc: Exception) -> None:
         self.broken = f"the view holds what a failover rejects: {exc}"
         logger.warning("standby: %s; the next failover reads everything", self.broken)
+
+
+def start_replica_state_machine(
+    replica_sm: ReplicaStateMachine,
+    batch: ControllerBrokerRequestBatch,
+    ctx: ControllerContext,
+    log: StateChangeLogger,
+    kept: KeptRequests,
+) -> None:
+    """``ReplicaStateMachine.startup`` on an adopted kept context with its kept requests (``kept``, of
+    that same context): step 1's initial states are already there (derived as ``startup`` derives
+    them) and step 2's requests already built, so this sends them, records the summary and moves the
+    replicas on dead brokers offline (step 3), in ``startup``'s order and with its failure handling.
+    The requests are the bytes ``startup`` sends on the same context (``KeptRequests``)."""
+    kept.ctx = ctx  # the adopted context: the same table and sets, now the controller's
+    live = ctx.live_broker_ids
+    by_broker = ctx.table.by_broker
+    online_count = sum(len(by_broker.get(b, ())) for b in live)
+    offline: list[PartitionAndReplica] = []
+    if any(ids for b, ids in by_broker.items() if b not in live):
+        # Replicas on dead brokers, in the start-up's order (partition by partition): what changed.
+        assignments = ctx.table.assignment
+        for tp, pid in ctx.iter_assigned_ids():
+            assignment = assignments[pid]
+            if assignment is not None:
+                offline.extend(PartitionAndReplica(tp, r) for r in assignment.replicas if r not in live)
+    try:
+        batch.new_batch()
+        batch.add_kept(*kept.take())
+        batch.send_requests_to_brokers(ctx.epoch)
+    except ControllerMovedError:
+        raise
+    except Exception:
+        logger.exception("error while bringing %d online replicas online at startup", online_count)
+    log.record(
+        RecordKind.STATES_INITIALIZED,
+        machine="replica",
+        counts={str(_R.ONLINE): online_count, str(_R.DELETION_INELIGIBLE): len(offline)},
+    )
+    replica_sm.handle_state_changes(offline, _R.OFFLINE)
 
 
 def start_partition_state_machine(

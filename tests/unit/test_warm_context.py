@@ -22,8 +22,16 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
+from controller_core.protocol.messages import encode, encode_control_request
+from controller_core.standby.kept_requests import KeptRequests
 from controller_core.standby.view import ClusterView, Kind, Target
-from controller_core.standby.warm_context import IDENTITY_FIELDS, WarmContext, adopt, start_partition_state_machine
+from controller_core.standby.warm_context import (
+    IDENTITY_FIELDS,
+    WarmContext,
+    adopt,
+    start_partition_state_machine,
+    start_replica_state_machine,
+)
 from controller_core.zk import codecs
 from controller_core.zk.codecs import TopicAssignment
 from scripts.support.fakes import make_harness
@@ -116,6 +124,39 @@ def _assert_same(mine: dict[str, Any], expected: dict[str, Any]) -> None:
         assert mine[name] == value, name
 
 
+def _startup_requests(ctx: ControllerContext) -> dict[str, Any]:
+    """What ``ReplicaStateMachine.startup``'s step 2 adds to its batch on ``ctx`` (the product's cold
+    path, the oracle): LeaderAndIsr states per broker and UpdateMetadata states, partition-keyed."""
+    h = make_harness(brokers=())
+    adopt(h.ctx, ctx)
+    h.replica_batch.new_batch()
+    h.rsm._initialize_states([])
+    leader_and_isr = {
+        b: dict(states) for b, states in h.replica_batch.leader_and_isr_requests.items() if b in ctx.live_broker_ids
+    }
+    update_metadata = {s.topic_partition: s for s in h.replica_batch._update_metadata_states()}
+    h.replica_batch.clear()
+    return {"leader_and_isr": leader_and_isr, "update_metadata": update_metadata}
+
+
+def _kept_requests(kept: KeptRequests) -> dict[str, Any]:
+    """``kept`` partition-keyed, after checking it is in the start-up's order: each group and the
+    UpdateMetadata states in the context's partition order, the groups by their first partition."""
+    rank = {pid: i for i, (_, pid) in enumerate(kept.ctx.iter_assigned_ids())}
+    orders: list[list[int]] = [list(group) for group in kept.groups.values()] + [list(kept.update_metadata)]
+    for pids in orders:
+        ranks = [rank[pid] for pid in pids]
+        assert ranks == sorted(ranks), "out of the context's partition order"
+    firsts = [rank[next(iter(group))] for group in kept.groups.values()]
+    assert firsts == sorted(firsts), "groups out of order"
+    leader_and_isr, update_metadata = kept.take()
+    tps = kept.ctx.table.tps
+    return {
+        "leader_and_isr": {b: {tps[pid]: s for pid, s in states.items()} for b, states in leader_and_isr.items()},
+        "update_metadata": {tps[pid]: s for pid, s in update_metadata.items()},
+    }
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_changed_path_by_path_it_equals_a_cold_load(seed: int) -> None:
     rng = random.Random(seed)
@@ -131,7 +172,10 @@ def test_changed_path_by_path_it_equals_a_cold_load(seed: int) -> None:
             view.apply(target, read)
         warm.apply_all([target for target, _ in chunk], view)
         assert warm.broken is None
-        _assert_same(context_fields(warm.ctx), context_fields(cold_loaded_context(_ViewStore(view))))  # type: ignore[arg-type]
+        cold = cold_loaded_context(_ViewStore(view))  # type: ignore[arg-type]
+        _assert_same(context_fields(warm.ctx), context_fields(cold))
+        # The kept start-up requests, field by field, equal what the start-up adds on a cold load.
+        _assert_same(_kept_requests(warm.kept), _startup_requests(cold))
 
 
 def test_a_conflicting_topic_id_breaks_the_context_instead_of_handing_it_over() -> None:
@@ -177,15 +221,26 @@ def test_a_failover_start_up_on_it_does_what_it_does_on_a_cold_load(seed: int) -
             adopt(h.ctx, cold)
         else:
             adopt(h.ctx, kept)
-        h.rsm.startup()
+        if kept is None:
+            h.rsm.startup()
+        else:
+            start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
         if kept is None:
             h.psm.startup()
         else:  # as the controller starts it on the warm path
             start_partition_state_machine(h.psm, h.ctx, h.log)
         requests = sorted(
-            (s.kind, s.broker_id, tuple(sorted((p.topic, p.partition) for p in s.request.partition_states)))
+            (
+                s.kind,
+                s.broker_id,
+                # Field by field (as JSON), in partition order: a cold load numbers partitions otherwise.
+                tuple(sorted(((p.topic, p.partition), encode(p)) for p in s.request.partition_states)),
+                encode(getattr(s.request, "live_leaders", None)),
+                encode(getattr(s.request, "live_brokers", None)),
+                # A dict built from a set of topic names: its order follows the partitions' order.
+                tuple(sorted((getattr(s.request, "topic_ids", None) or {}).items())),
+            )
             for s in h.transport.sent
-            if s.kind == "LeaderAndIsr"
         )
         records = [
             (r["kind"], r.get("machine"), r.get("counts")) for r in h.sink.records if r["kind"] == "states_initialized"
@@ -210,3 +265,50 @@ def test_adopt_moves_every_field_but_the_controllers_identity_and_fencing() -> N
         if name not in IDENTITY_FIELDS:
             assert getattr(target, name) is value, name
     assert target.all_topics == {"a"}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_kept_requests_are_the_bytes_the_start_up_sends_on_the_same_context(seed: int) -> None:
+    """Warm takeover with the kept requests vs ``ReplicaStateMachine.startup`` on an identical kept
+    context (same changes, same partition numbers): the same requests, byte for byte, in the same order."""
+    sent: list[list[tuple[int, bytes]]] = []
+    for use_kept in (False, True):
+        rng = random.Random(300 + seed)
+        cluster = _Cluster(rng)
+        view = ClusterView()
+        for _ in range(60):
+            view.apply(*cluster.change())
+        warm = WarmContext.load(1, view)
+        for _ in range(15):
+            chunk = [cluster.change() for _ in range(rng.randint(1, 6))]
+            for target, read in chunk:
+                view.apply(target, read)
+            warm.apply_all([target for target, _ in chunk], view)
+        h = make_harness(brokers=(), decide_from_cache=True)
+        for states in view.states.values():
+            for tp, state in states.items():
+                lai = state.leader_and_isr
+                h.store.seed_state(tp, lai.leader, lai.isr, leader_epoch=lai.leader_epoch, version=lai.zk_version)
+        adopt(h.ctx, warm.ctx)
+        if use_kept:
+            start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
+        else:
+            h.rsm.startup()
+        sent.append([(s.broker_id, encode_control_request(s.request)) for s in h.transport.sent])
+    assert sent[0] and sent[1] == sent[0]
+
+
+def test_a_topic_queued_for_deletion_gets_its_update_metadata_built_not_kept() -> None:
+    view = ClusterView()
+    reg = {b: BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9000 + b),)) for b in (1, 2)}
+    view.brokers = dict(reg)
+    view.topics = {"a": TopicAssignment("id-a", {0: ReplicaAssignment.of([1, 2])})}
+    tp = TopicPartition("a", 0)
+    view.states = {"a": {tp: LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 3, (1, 2), 3), 2)}}
+    warm = WarmContext.load(1, view)
+    h = make_harness(brokers=())
+    adopt(h.ctx, warm.ctx)
+    h.ctx.queue_topic_deletion({"a"})
+    start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
+    updates = [s.request for s in h.transport.sent if s.kind == "UpdateMetadata"]
+    assert len(updates) == 2 and all([p.leader for p in u.partition_states] == [-2] for u in updates)
