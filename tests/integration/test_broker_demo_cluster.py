@@ -13,15 +13,14 @@ import os
 import signal
 import subprocess
 import sys
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
 from kazoo.client import KazooClient
 
 from controller_core.zk import codecs, paths
 from scripts.devservices import REPO_ROOT
+from tests.support.processes import in_process
 from tests.support.zk import wait_for
 
 
@@ -37,13 +36,8 @@ def manage(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str
 
 
 def demo_cluster(*args: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py demo_cluster *args`` in this process: exit code 1 and the message on a ``CommandError``."""
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("demo_cluster", *args, stdout=out, stderr=err)
-    except CommandError as exc:
-        return subprocess.CompletedProcess(["demo_cluster", *args], 1, out.getvalue(), f"{err.getvalue()}{exc}\n")
-    return subprocess.CompletedProcess(["demo_cluster", *args], 0, out.getvalue(), err.getvalue())
+    """``manage.py demo_cluster *args`` in this process (tests/support/processes.py ``in_process``)."""
+    return in_process("demo_cluster", *args)
 
 
 def pids(var_dir: Path) -> dict[int, int]:
