@@ -98,18 +98,6 @@ def web(
         "PYTHONUNBUFFERED": "1",
     }
     install_migrated(migrated_db_template, env)
-    # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
-    # real ensure_cluster command (call_command) and creates the operator.
-    manage(
-        env,
-        "shell",
-        "-c",
-        "from django.core.management import call_command; "
-        "from django.contrib.auth.models import Group, User; "
-        f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
-        f"u = User.objects.create_user('otto', password='{PASSWORD}'); "
-        "u.groups.add(Group.objects.get(name='operator'))",
-    )
     logs = tmp_path / "logs"
     logs.mkdir()
     procs = [
@@ -126,6 +114,19 @@ def web(
         ),
     ]  # fmt: skip
     try:
+        # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
+        # real ensure_cluster command (call_command) and creates the operator, while daphne and the
+        # worker start (neither reads the database before the first request or task).
+        manage(
+            env,
+            "shell",
+            "-c",
+            "from django.core.management import call_command; "
+            "from django.contrib.auth.models import Group, User; "
+            f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
+            f"u = User.objects.create_user('otto', password='{PASSWORD}'); "
+            "u.groups.add(Group.objects.get(name='operator'))",
+        )
         deadline = time.monotonic() + 30
         while not port_open("127.0.0.1", port):
             if time.monotonic() > deadline or procs[0].poll() is not None:

@@ -19,7 +19,7 @@ from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT
 from tests.e2e.browser import CHROMIUM, log_in
 from tests.e2e.live_stack import PASSWORD, Stack, running_stack
-from tests.support.processes import manage, terminate_all
+from tests.support.processes import in_process, manage, terminate_all
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
 
@@ -193,6 +193,8 @@ def test_killing_a_demo_broker_shows_on_the_diagram(stack: Stack, browser_page: 
                 "--topics",
                 "demo-a:6:3",
                 "--lightweight",
+                "--zookeeper-session-timeout-ms",  # the killed broker's session: 4 s, as the integration demo's
+                "4000",
                 "--var-dir",
                 str(var),
             ],
@@ -216,13 +218,16 @@ def test_killing_a_demo_broker_shows_on_the_diagram(stack: Stack, browser_page: 
         page.goto(stack.url + "/clusters/e2e-demo/diagram/")  # type: ignore[attr-defined]
         online = 'svg[data-machine="partition"] [data-state-count="OnlinePartition"]'
         text_becomes(page, online, "6", timeout=90_000)
-        manage(env, "demo_cluster", "--var-dir", str(var), "kill", "1")  # SIGKILL: a real crash
+        # kill and start read no database: in this process (tests/support/processes.py ``in_process``)
+        killed = in_process("demo_cluster", "--var-dir", str(var), "kill", "1")  # SIGKILL: a real crash
+        assert killed.returncode == 0, killed.stderr
         page.wait_for_function(  # type: ignore[attr-defined]
             "() => Number(document.querySelector("
             '\'svg[data-machine="replica"] [data-state-count="OfflineReplica"]\').textContent) > 0',
             timeout=60_000,
         )
-        manage(env, "demo_cluster", "--var-dir", str(var), "start", "1")
+        started = in_process("demo_cluster", "--var-dir", str(var), "start", "1")
+        assert started.returncode == 0, started.stderr
         text_becomes(page, 'svg[data-machine="replica"] [data-state-count="OfflineReplica"]', "0", timeout=90_000)
         text_becomes(page, online, "6")
     except Exception:

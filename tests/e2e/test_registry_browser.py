@@ -147,12 +147,6 @@ def stack(
         "PYTHONUNBUFFERED": "1",
     }
     install_migrated(migrated_db_template, env)  # a copy of the session's migrated database
-    manage(
-        env,
-        "shell",
-        "-c",
-        f"from django.contrib.auth.models import User; User.objects.create_superuser('ada', password='{PASSWORD}')",
-    )
     logs = tmp / "logs"
     logs.mkdir()
     port = free_port()
@@ -160,6 +154,14 @@ def stack(
     workers = {cid: start_worker(env, logs, cid) for cid in WORKER_IDS}
     live = HostingStack(f"http://127.0.0.1:{port}", zk_server.connect_string + root, zk, conn, env, web, workers, logs)
     try:
+        # The user, while the web process and the workers start (a Django start-up of its own, seconds
+        # under load; the workers read only the empty cluster registry meanwhile).
+        manage(
+            env,
+            "shell",
+            "-c",
+            f"from django.contrib.auth.models import User; User.objects.create_superuser('ada', password='{PASSWORD}')",
+        )
         wait_for(lambda: port_open("127.0.0.1", port), timeout=30, what="daphne")
         wait_for(
             lambda: all(len(hosting.live_workers(conn, role)) == 2 for role in hosting.ROLES),
