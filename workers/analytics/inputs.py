@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 RUNS_DIR = "runs"
 STATE_DIR = "_state"
 MANIFESTS_DIR = "_manifests"
+# About 70,000 records of JSON: a quiet cluster's day, or a few minutes of a busy one. Below this a
+# run's cost is Spark's per-job latency, not its data (docs/analytics.md, "What bounds it").
+SMALL_INPUT_BYTES = 32 * 1024 * 1024
 
 
 class JobInputError(ValueError):
@@ -70,6 +73,8 @@ class JobConfig:
     snapshots: tuple[tuple[str, Path], ...] = ()
     #: Save the state at the window's effective end (``_state/at=<ms>/``) for the next cursor run.
     save_state: bool = False
+    #: Inputs (bytes of log and compacted files read) up to this size run as a small run (``job``).
+    small_input_bytes: int = SMALL_INPUT_BYTES
 
     def validate(self) -> None:
         if self.since > self.until:
@@ -102,6 +107,17 @@ class JobConfig:
         name = f"{self.since.isoformat()}_{self.until.isoformat()}"
         # A cursor run's results are an increment, loaded once: never where a whole-day run's are.
         return self.output_dir / RUNS_DIR / (name if self.from_ms is None else f"{name}@{self.from_ms}")
+
+
+def input_bytes(clusters: list[ClusterInput]) -> int:
+    """How many bytes a run reads: the log files and compacted days of every cluster's read days."""
+    total = 0
+    for cluster in clusters:
+        for day in cluster.read_days:
+            kind, path = cluster.source(day)
+            files = [path] if kind == "json" else [f for f in path.rglob("*") if f.is_file()]
+            total += sum(f.stat().st_size for f in files)
+    return total
 
 
 def state_root(output_dir: Path, as_of: date | None = None, at_ms: int | None = None) -> Path:
