@@ -322,12 +322,12 @@ class Mirror(StateReads, StatusAndFlush):
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
             partitions = [member_tp(m) for m in affected]
-            # Watch the ones left without a live leader soon, before the queued reads get to them
+            # Watch the ones left without a live leader first, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
             # of them is then read first, whenever it comes. Only those whose leader was on the
-            # broker (the others keep a live leader), armed right after their rows are re-derived
-            # (armed before, the failover's own leaderless writes fired watches whose reads held
-            # that display back by seconds), relative to a zxid seen before this change.
+            # broker (the others keep a live leader), armed before their rows are re-derived and
+            # relative to a zxid seen before this change: a row whose watch fired by the time the
+            # re-derivation gets to it is not re-derived, its read does that work once.
             self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
             self._watch_queue.update(dict.fromkeys(member_tp(m) for m in led))
             self._reread(partitions)

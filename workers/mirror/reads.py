@@ -85,10 +85,20 @@ class StateReads:
 
     def _read_now(self, partitions: list[TopicPartition]) -> None:
         rows = self.state.partitions
-        live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
+        members = [layout.member(tp.topic, tp.partition) for tp in partitions]
+        live = [tp for tp, m in zip(partitions, members, strict=True) if m in rows]
         if live:
             since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
+            queued = self._refresh_queue or self._refresh_later
+            before = {m: rows.get(m) for m in members} if queued else {}
             self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
+            if queued:
+                # A row the read replaced was re-derived with the current brokers: the refresh a
+                # broker change queued for it would only repeat that work (once per row per change).
+                for m, old in before.items():
+                    if rows.get(m) is not old:
+                        self._refresh_queue.pop(m, None)
+                        self._refresh_later.pop(m, None)
             if self.config.mode == OBSERVED:
                 self._watch_unresolved(live, since)
 
@@ -171,8 +181,11 @@ class StateReads:
     def _sweep_some(self) -> None:
         """One chunk of background work, most urgent first.
 
-        1. Re-derive the rows whose leader came or went with a broker (the page's offline count).
-        2. Observed mode: arm watches on those left without a live leader.
+        1. Observed mode: arm watches on the rows whose leader went with a broker (cheap: thousands
+           per SetWatches request), so that a state the controller writes from now on is known.
+        2. Re-derive the rows whose leader came or went with a broker (the page's offline count),
+           except those whose watch fired: their read (3) replaces the re-derivation, each row is
+           processed once for the broker change.
         3. Read the watched partitions whose state znode changed: they carry what the page waits
            for (a new leader), and read soon, a partition written twice in a storm (leaderless,
            then led) is read once.
@@ -183,9 +196,6 @@ class StateReads:
         the page is waiting for, and each one makes a queued refresh of its row unnecessary.
         """
         yield_to_stream = self.config.mode == MANAGED and self.events.qsize() > 0
-        if self._refresh_queue and not yield_to_stream:
-            self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
-            return
         if self._watch_queue:
             watch_queue = self._watch_queue
             partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
@@ -195,6 +205,9 @@ class StateReads:
             # this arming is newer than that, so its watch fires at once (relative to now, it was
             # missed until the next queued read, seconds later in a storm).
             self._watch_unresolved(partitions, self._watch_since)
+            return
+        if self._refresh_queue and not yield_to_stream:
+            self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
             return
         if self._changed_reads:
             changed = self._changed_reads
@@ -228,4 +241,9 @@ class StateReads:
         members = list(itertools.islice(queue_, size))
         for m in members:
             del queue_[m]
+        changed = self._changed_reads
+        if changed:
+            # Their state znode changed since the broker change: the read queued for each re-derives
+            # it with what the controller wrote, so re-deriving it now would be done twice.
+            members = [m for m in members if member_tp(m) not in changed]
         self.state.refresh(members)
