@@ -151,13 +151,44 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
         mirror._sweep_some()  # the led rows: offline now, except the one its read will handle
         assert mirror.state.partitions["orders/000003"].state == "OfflinePartition"
         assert mirror.state.partitions["orders/000000"] is before  # not re-derived: its read comes
-        mirror._sweep_some()
+        mirror._sweep_some()  # its read is sent before any replica-only row is re-derived
+        assert [tp for tp, *_ in mirror._reads_in_flight] == [[TopicPartition("orders", 0)]]
+        assert set(mirror._refresh_later) == {"orders/000002"}  # still waiting
+        mirror._sweep_some()  # the read applied first, then the replica-only rows
         assert mirror.state.partitions["orders/000000"].leader == 2
         assert mirror.state.partitions["orders/000000"].state == "OnlinePartition"
-        assert set(mirror._refresh_later) == {"orders/000002"}  # still waiting
-        mirror._sweep_some()
         assert not mirror._refresh_later
         assert mirror.state.partitions["orders/000002"].replica_states[1] == "OfflineReplica"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_queued_reads_overlap_one_answered_while_the_other_is_applied(
+    zk_chroot: str, rds: redis.Redis, zk: KazooClient
+) -> None:
+    """Driven by hand: a chunk of queued reads is sent, and applied only when the next chunk has been
+    sent (ZooKeeper answers one while the mirror applies the other); in order, and nothing is left
+    in flight once there is nothing more to read."""
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", sweep_s=3600, followups=(), sweep_chunk=2, background_chunk=2)
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    try:
+        mirror.full_sync("test")
+        cluster.write_states({TopicPartition("orders", p): (3, 5, [3]) for p in range(4)}, 3)
+        mirror._reread(TopicPartition("orders", p) for p in range(4))
+        rows = mirror.state.partitions
+        mirror._sweep_some()  # orders-0 and -1 sent, not applied
+        assert len(mirror._reads_in_flight) == 1 and rows["orders/000000"].leader != 3
+        assert mirror._background_work()
+        mirror._sweep_some()  # orders-2 and -3 sent; -0 and -1 applied meanwhile
+        assert len(mirror._reads_in_flight) == 1
+        assert rows["orders/000001"].leader_epoch == 5 and rows["orders/000002"].leader_epoch != 5
+        mirror._sweep_some()  # nothing left to send: the last one applied
+        assert not mirror._reads_in_flight and not mirror._background_work()
+        assert [rows[f"orders/{p:06d}"].leader_epoch for p in range(4)] == [5, 5, 5, 5]
     finally:
         client.stop()
         client.close()

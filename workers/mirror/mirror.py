@@ -151,6 +151,7 @@ class Mirror(StateReads, StatusAndFlush):
         # The zxid the queued watches are armed relative to: seen before the broker change that
         # queued them was read, so a state written since (before the watch is armed) fires at once.
         self._watch_since = 0
+        self._reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[Any]]]] = deque()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -422,6 +423,7 @@ class Mirror(StateReads, StatusAndFlush):
         self._state_watches.clear()  # watches still set only cause a harmless extra read
         self._changed_reads.clear()
         self._watch_queue.clear()
+        self._reads_in_flight.clear()  # answers of the old session or tree: not applied
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state
