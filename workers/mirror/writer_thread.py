@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
-
-# How soon a thread waiting for the GIL gets it (CPython's default: 5 ms); see ``WriterThread.start``.
-SWITCH_INTERVAL_S = 0.001
 
 Job = Callable[[], None]
 
@@ -65,10 +61,6 @@ class WriterThread:
     def start(self) -> None:
         if self.running:
             return
-        # The writer mostly waits on Redis, and after each wait it needs the GIL back from a mirror
-        # thread that is busy applying reads: at CPython's 5 ms switch interval a storm's flush (tens
-        # of waits) took 1-2 s, holding the next flush back. Process-wide, like ``gc_policy``.
-        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
