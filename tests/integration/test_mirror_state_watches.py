@@ -113,10 +113,11 @@ def test_a_leader_written_before_its_watch_is_armed_fires_at_once(
 def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
     zk_chroot: str, rds: redis.Redis, zk: KazooClient
 ) -> None:
-    """Driven by hand: the rows that lost their leader are re-derived first and only they are
-    watched; a new leader written for one of them is read before the rows that merely host a
-    replica on the dead broker are re-derived (at 100,000 partitions those are 30,000 rows, seconds
-    of work the page's recovery waited behind)."""
+    """Driven by hand: only the rows that lost their leader are watched, first, then re-derived; a
+    new leader written for one of them is read before the rows that merely host a replica on the
+    dead broker are re-derived (at 100,000 partitions those are 30,000 rows, seconds of work the
+    page's recovery waited behind), and a row whose watch fired before its re-derivation is
+    processed once, by its read."""
     import contextlib
     import queue
 
@@ -136,8 +137,6 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
         assert set(mirror._refresh_later) == {"orders/000002"}  # a follower on broker 1
         assert set(mirror._watch_queue) == led
         mirror._pending_reads.clear()
-        mirror._sweep_some()  # the led rows: offline now
-        assert mirror.state.partitions["orders/000000"].state == "OfflinePartition"
         mirror._sweep_some()  # their watches
         assert mirror._state_watches == led
         cluster.write_states({TopicPartition("orders", 0): (2, 2, [2])}, 3)
@@ -148,13 +147,71 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
                 if isinstance(event, StateChanged):
                     mirror._handle(event)
         assert mirror._changed_reads, "the new leader never fired its watch"
-        mirror._sweep_some()
+        before = mirror.state.partitions["orders/000000"]
+        mirror._sweep_some()  # the led rows: offline now, except the one its read will handle
+        assert mirror.state.partitions["orders/000003"].state == "OfflinePartition"
+        assert mirror.state.partitions["orders/000000"] is before  # not re-derived: its read comes
+        mirror._sweep_some()  # its read is sent before any replica-only row is re-derived
+        assert [tp for tp, *_ in mirror._reads_in_flight] == [[TopicPartition("orders", 0)]]
+        assert set(mirror._refresh_later) == {"orders/000002"}  # still waiting
+        mirror._sweep_some()  # the read applied first, then the replica-only rows
         assert mirror.state.partitions["orders/000000"].leader == 2
         assert mirror.state.partitions["orders/000000"].state == "OnlinePartition"
-        assert set(mirror._refresh_later) == {"orders/000002"}  # still waiting
-        mirror._sweep_some()
         assert not mirror._refresh_later
         assert mirror.state.partitions["orders/000002"].replica_states[1] == "OfflineReplica"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_queued_reads_overlap_one_answered_while_the_other_is_applied(
+    zk_chroot: str, rds: redis.Redis, zk: KazooClient
+) -> None:
+    """Driven by hand: a chunk of queued reads is sent, and applied only when the next chunk has been
+    sent (ZooKeeper answers one while the mirror applies the other); in order, and nothing is left
+    in flight once there is nothing more to read."""
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", sweep_s=3600, followups=(), sweep_chunk=2, background_chunk=2)
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    try:
+        mirror.full_sync("test")
+        cluster.write_states({TopicPartition("orders", p): (3, 5, [3]) for p in range(4)}, 3)
+        mirror._reread(TopicPartition("orders", p) for p in range(4))
+        rows = mirror.state.partitions
+        mirror._sweep_some()  # orders-0 and -1 sent, not applied
+        assert len(mirror._reads_in_flight) == 1 and rows["orders/000000"].leader != 3
+        assert mirror._background_work()
+        mirror._sweep_some()  # orders-2 and -3 sent; -0 and -1 applied meanwhile
+        assert len(mirror._reads_in_flight) == 1
+        assert rows["orders/000001"].leader_epoch == 5 and rows["orders/000002"].leader_epoch != 5
+        mirror._sweep_some()  # nothing left to send: the last one applied
+        assert not mirror._reads_in_flight and not mirror._background_work()
+        assert [rows[f"orders/{p:06d}"].leader_epoch for p in range(4)] == [5, 5, 5, 5]
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_follow_up_reads_leave_out_the_watched_partitions(zk_chroot: str, rds: redis.Redis, zk: KazooClient) -> None:
+    """A broker change's follow-up reads skip partitions whose state znode is watched (their change
+    is read when the watch fires): at 100,000 partitions, 80,000 confirming reads fewer per failure."""
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", sweep_s=3600, followups=(0.0,))
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    led = {TopicPartition("orders", 0), TopicPartition("orders", 3)}  # broker 1 led them
+    try:
+        mirror.full_sync("test")
+        cluster.deregister_broker(1)
+        mirror._load_brokers()
+        mirror._sweep_some()  # the led partitions' watches
+        assert mirror._state_watches == led
+        mirror._pending_reads.clear()
+        mirror._run_timers()  # the follow-up, due now
+        assert set(mirror._pending_reads) == {TopicPartition("orders", 2)}  # hosts a replica on broker 1
     finally:
         client.stop()
         client.close()

@@ -65,3 +65,8 @@ class Resync(MirrorEvent):
 @dataclass(frozen=True, slots=True)
 class Stop(MirrorEvent):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeup(MirrorEvent):
+    """Nothing to apply: the writer thread finished a flush (or failed one) and the loop may go on."""

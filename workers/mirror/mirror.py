@@ -42,7 +42,7 @@ from dashboard.lib.redis_keys import state_change_stream_key
 from dashboard.live import groups, protocol
 from workers.mirror import gc_policy, zksource
 from workers.mirror.config import MirrorConfig
-from workers.mirror.deltas import DeltaBuilder, watched_scopes
+from workers.mirror.deltas import DeltaBuilder
 from workers.mirror.events import (
     AdminChanged,
     BrokersChanged,
@@ -55,19 +55,22 @@ from workers.mirror.events import (
     StreamRecords,
     TopicChanged,
     TopicsChanged,
+    Wakeup,
 )
+from workers.mirror.flushing import StatusAndFlush
 from workers.mirror.publish import Publisher
 from workers.mirror.reads import StateReads, member_tp
 from workers.mirror.snapshot import SnapshotWriter
 from workers.mirror.state import MANAGED, OBSERVED, MirrorState
 from workers.mirror.stream import RecordGuard, StreamFollower, decode_entries, replay_start
+from workers.mirror.writer_thread import WriterThread
 
 __all__ = ["Mirror", "MirrorConfig"]
 
 logger = logging.getLogger(__name__)
 
 
-class Mirror(StateReads):
+class Mirror(StateReads, StatusAndFlush):
     """Mirror one cluster; ``run()`` blocks, ``start()``/``stop()`` use a thread of its own.
 
     Example::
@@ -99,6 +102,11 @@ class Mirror(StateReads):
         self.builder = DeltaBuilder(self.cluster)
         self.reader = MultiReader(zk)
         self.events: queue.SimpleQueue[MirrorEvent] = queue.SimpleQueue()
+        # Redis writes (flushes, heartbeats) in order on a thread of their own (flushing.py).
+        self.flusher = WriterThread(f"mirror-{self.cluster}-writer", self._wake, self._resync_from_writer)
+        self._write_failed = False
+        self._heartbeat_payload: tuple[int, dict[str, Any], bool, str] | None = None
+        self._heartbeat_lock = threading.Lock()
         self.follower: StreamFollower | None = (
             StreamFollower(redis_client, self.cluster, self.events.put) if config.mode == MANAGED else None
         )
@@ -143,6 +151,7 @@ class Mirror(StateReads):
         # The zxid the queued watches are armed relative to: seen before the broker change that
         # queued them was read, so a state written since (before the watch is armed) fires at once.
         self._watch_since = 0
+        self._reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[Any]]]] = deque()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -164,6 +173,17 @@ class Mirror(StateReads):
     def run(self) -> None:
         self.zk.add_listener(self._on_session)
         logger.info("mirror of %s starting (%s mode)", self.cluster, self.config.mode)
+        self.flusher.start()
+        try:
+            self._loop()
+        finally:
+            self.flusher.stop()
+        logger.info("mirror of %s stopped", self.cluster)
+
+    def _wake(self) -> None:
+        self.events.put(Wakeup())
+
+    def _loop(self) -> None:
         while not self._stopped.is_set():
             try:
                 self._iteration()
@@ -175,14 +195,13 @@ class Mirror(StateReads):
                 logger.exception("mirror of %s failed an iteration; resyncing", self.cluster)
                 self._request_resync("internal error")
                 self._stopped.wait(1.0)
-        logger.info("mirror of %s stopped", self.cluster)
 
     def _iteration(self) -> None:
         if self._need_resync and self.zk.connected:
             self.full_sync(self._resync_reason)
         now = self.clock()
         timeout = self._next_heartbeat - now
-        if self._first_change_at is not None:
+        if self._first_change_at is not None and not self.flusher.flushing:
             timeout = min(timeout, self._first_change_at + self.config.window_s - now)
         if self._timers:
             timeout = min(timeout, self._timers[0][0] - now)
@@ -218,11 +237,9 @@ class Mirror(StateReads):
             self._first_change_at = self.clock()
 
     def _flush_due(self) -> bool:
-        return self._first_change_at is not None and self.clock() >= self._first_change_at + self.config.window_s
-
-    def _request_resync(self, reason: str) -> None:
-        self._need_resync = True
-        self._resync_reason = reason
+        """The window is over and the previous flush is written (until then, changes coalesce)."""
+        first = self._first_change_at
+        return first is not None and not self.flusher.flushing and self.clock() >= first + self.config.window_s
 
     # -- watches and listeners (other threads: enqueue only) ------------------------------------
     def _on_session(self, state: str) -> None:
@@ -306,12 +323,12 @@ class Mirror(StateReads):
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
             partitions = [member_tp(m) for m in affected]
-            # Watch the ones left without a live leader soon, before the queued reads get to them
+            # Watch the ones left without a live leader first, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
             # of them is then read first, whenever it comes. Only those whose leader was on the
-            # broker (the others keep a live leader), armed right after their rows are re-derived
-            # (armed before, the failover's own leaderless writes fired watches whose reads held
-            # that display back by seconds), relative to a zxid seen before this change.
+            # broker (the others keep a live leader), armed before their rows are re-derived and
+            # relative to a zxid seen before this change: a row whose watch fired by the time the
+            # re-derivation gets to it is not re-derived, its read does that work once.
             self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
             self._watch_queue.update(dict.fromkeys(member_tp(m) for m in led))
             self._reread(partitions)
@@ -393,6 +410,9 @@ class Mirror(StateReads):
         """Rebuild everything from ZooKeeper (and the stream), then write a whole new snapshot."""
         started = self.clock()
         logger.info("mirror of %s: full resync (%s)", self.cluster, reason)
+        if not self.flusher.drain():  # a flush still being written must not land after the rewrite
+            raise redis.TimeoutError("the mirror's Redis writer did not finish within 30 s")
+        self._write_failed = False
         gc.unfreeze()
         self._timers.clear()
         self._sweep.clear()
@@ -403,6 +423,7 @@ class Mirror(StateReads):
         self._state_watches.clear()  # watches still set only cause a harmless extra read
         self._changed_reads.clear()
         self._watch_queue.clear()
+        self._reads_in_flight.clear()  # answers of the old session or tree: not applied
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)
         state.begin_bulk()
         self.state = state
@@ -477,121 +498,3 @@ class Mirror(StateReads):
                 if last:
                     last_id = last.decode() if isinstance(last, bytes) else str(last)
         return last_id
-
-    # -- flush and heartbeat --------------------------------------------------------------------
-    def flush(self) -> None:
-        """Write what changed in one transaction, then publish it to the watched scopes."""
-        first = self._first_change_at
-        self._first_change_at = None
-        changes = self.state.take_changes()
-        if changes.is_empty:
-            return
-        now = self.clock()
-        seq = self.seq + 1
-        watched = self._watched_scopes(now)
-        messages = self.builder.build(changes, seq, watched)
-        lag_ms = (now - first) * 1000.0 if first is not None else 0.0
-        published_at: list[float] = []
-
-        def publish() -> None:
-            # Once counters and seq are stored: the page's wait ends here, the rows follow.
-            self.seq = seq
-            published_at.append(self.clock())
-            self.publisher.publish(messages)
-
-        try:
-            if self.writer.meta_gen() != self.gen:
-                # Redis restarted or was flushed since the last heartbeat: deltas would land in an
-                # empty snapshot. Rebuild the whole thing instead.
-                self._request_resync("Redis lost the snapshot")
-                return
-            meta: dict[str, Any] = {"seq": seq, "updated_at": int(now * 1000), "lag_ms": round(lag_ms)}
-            if changes.controller is not None:
-                # In the same transaction as the seq that carries it: a page that reads the snapshot
-                # between this flush and the next heartbeat must not get the new seq with the old
-                # controller (it would never hear of the change again).
-                meta |= self._controller_meta()
-            self.writer.write_changes(changes, meta, before_rows=publish)
-        except redis.RedisError as exc:
-            # The snapshot in Redis now misses these changes: rebuild it once Redis answers again.
-            self._request_resync(f"Redis write failed: {exc}")
-            return
-        if not published_at:
-            publish()
-        self.last_flush_lag_ms = lag_ms
-        self.flushes += 1
-        written = published_at[0]
-        if len(changes.rows) >= 1000:
-            # Rows replaced in a storm are new long-lived objects: move them out of the cyclic
-            # collector's way now (a gen-2 pass over 10^5 rows stalls the loop for ~1 s).
-            gc.freeze()
-            logger.info(
-                "mirror of %s: seq %d carried %d rows (%d messages); lag %.0f ms, "
-                "build+counters %.0f ms, publish+rows %.0f ms",
-                self.cluster,
-                seq,
-                len(changes.rows),
-                len(messages),
-                lag_ms,
-                (written - now) * 1000.0,
-                (self.clock() - written) * 1000.0,
-            )
-
-    def _watched_scopes(self, now: float) -> set[str]:
-        if now - self._watched_at >= self.config.interest_refresh_s / 4:
-            self._watched = watched_scopes(self.writer.watched_entries(int(now * 1000)))
-            self._watched_at = now
-        return self._watched
-
-    def _meta(self, now_ms: int) -> dict[str, Any]:
-        """The snapshot's meta hash in Redis: the pages' status plus what the fleet and tools read."""
-        return {
-            **self.status(now_ms),
-            "mode": self.config.mode,
-            "stream_lag_ms": round(self.stream_lag_ms),
-            **self._controller_meta(),
-            "stream_id": self.stream_id,
-            "resyncs": self.resyncs,
-            "owner": self.owner,
-            "resync_pending": int(self._need_resync),  # a Redis hash holds no booleans
-        }
-
-    def _controller_meta(self) -> dict[str, Any]:
-        return {
-            "controller_id": "" if self.state.controller_id is None else self.state.controller_id,
-            "controller_epoch": "" if self.state.controller_epoch is None else self.state.controller_epoch,
-        }
-
-    def status(self, now_ms: int) -> dict[str, Any]:
-        """What pages show about freshness (also sent to them every heartbeat)."""
-        return {
-            "gen": self.gen,
-            "seq": self.seq,
-            "zk_state": self.zk_state,
-            "synced_at": self.synced_at_ms,
-            "heartbeat_at": now_ms,
-            "lag_ms": round(self.last_flush_lag_ms),
-            "resync_pending": self._need_resync,
-        }
-
-    def heartbeat(self) -> None:
-        now = self.clock()
-        now_ms = int(now * 1000)
-        self._next_heartbeat = now + self.config.heartbeat_s
-        self._idle_gc.maybe_collect(now, idle=self._first_change_at is None and not self._background_work())
-        if self.zk_state == KazooState.CONNECTED and not self._need_resync:
-            self.synced_at_ms = now_ms
-        try:
-            if not self._need_resync and self.gen and self.writer.meta_gen() != self.gen:
-                # Redis restarted empty or was flushed: our snapshot is gone.
-                self._request_resync("Redis lost the snapshot")
-            if self.gen:
-                self.writer.write_meta(self._meta(now_ms))
-            self.writer.prune_interest(now_ms)
-        except redis.RedisError as exc:
-            logger.warning("mirror of %s: Redis unavailable (%s)", self.cluster, exc)
-            self._request_resync("Redis unavailable")
-            return
-        self.publisher.publish(
-            [(groups.status(self.cluster), {"type": protocol.STATUS, "status": self.status(now_ms)})]
-        )

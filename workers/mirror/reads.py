@@ -24,7 +24,7 @@ import heapq
 import itertools
 import queue
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -32,13 +32,13 @@ from kazoo.protocol.states import WatchedEvent
 
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
-from controller_core.zk.multiread import MultiReader
+from controller_core.zk.multiread import DataResult, MultiReader
 from controller_core.zk.setwatches import set_node_watches
 from dashboard.clusters import layout
 from workers.mirror import zksource
 from workers.mirror.config import MirrorConfig
 from workers.mirror.events import MirrorEvent, StateChanged
-from workers.mirror.state import MANAGED, OBSERVED, MirrorState
+from workers.mirror.state import MANAGED, OBSERVED, MirrorState, StateRead
 
 
 def member_tp(m: str) -> TopicPartition:
@@ -68,6 +68,8 @@ class StateReads:
     _changed_reads: dict[TopicPartition, None]
     _watch_queue: dict[TopicPartition, None]
     _watch_since: int
+    # Reads sent and not applied yet, oldest first: (partitions, zxid seen before, results call).
+    _reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[DataResult]]]]
 
     def _all_partitions(self) -> Iterable[TopicPartition]:
         for row in self.state.partitions.values():
@@ -84,13 +86,46 @@ class StateReads:
         self._reread(member_tp(m) for m in unresolved)
 
     def _read_now(self, partitions: list[TopicPartition]) -> None:
+        """Read the state znodes of ``partitions`` and apply them (after any read still in flight)."""
+        self._submit_read(partitions)
+        self._apply_reads(keep=0)
+
+    def _read_overlapped(self, partitions: list[TopicPartition]) -> None:
+        """Send this chunk's read, then apply the previous chunk's: ZooKeeper answers one while the
+        mirror applies the other (waiting for each answer in turn was most of a storm's loop time)."""
+        self._submit_read(partitions)
+        self._apply_reads(keep=1)
+
+    def _submit_read(self, partitions: list[TopicPartition]) -> None:
         rows = self.state.partitions
         live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
         if live:
             since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
-            self.state.apply_state_reads(zksource.read_states(self.reader, live, self._known_mzxid))
-            if self.config.mode == OBSERVED:
-                self._watch_unresolved(live, since)
+            self._reads_in_flight.append((live, since, zksource.submit_states(self.reader, live)))
+
+    def _apply_reads(self, keep: int) -> None:
+        """Apply reads in the order they were sent until at most ``keep`` are in flight."""
+        while len(self._reads_in_flight) > keep:
+            live, since, receive = self._reads_in_flight.popleft()
+            self._apply_read(live, since, zksource.decode_states(live, receive(), self._known_mzxid))
+
+    def _apply_read(
+        self, live: list[TopicPartition], since: int, reads: Mapping[TopicPartition, StateRead | None]
+    ) -> None:
+        rows = self.state.partitions
+        queued = self._refresh_queue or self._refresh_later
+        members = [layout.member(tp.topic, tp.partition) for tp in live] if queued else []
+        before = {m: rows.get(m) for m in members}
+        self.state.apply_state_reads(reads)
+        if queued:
+            # A row the read replaced was re-derived with the current brokers: the refresh a
+            # broker change queued for it would only repeat that work (once per row per change).
+            for m, old in before.items():
+                if rows.get(m) is not old:
+                    self._refresh_queue.pop(m, None)
+                    self._refresh_later.pop(m, None)
+        if self.config.mode == OBSERVED:
+            self._watch_unresolved(live, since)
 
     def _watch_unresolved(self, partitions: list[TopicPartition], since: int) -> None:
         """Watch the state znodes of ``partitions`` that have no live leader.
@@ -145,7 +180,17 @@ class StateReads:
         if not partitions:
             return
         for delay in delays if delays is not None else self.config.followups:
-            self._at(delay, functools.partial(self._reread, partitions))
+            self._at(delay, functools.partial(self._reread_unwatched, partitions))
+
+    def _reread_unwatched(self, partitions: list[TopicPartition]) -> None:
+        """A follow-up: re-read ``partitions`` except those whose state znode is watched right now.
+
+        A watched znode is read when it changes (``StateChanged``); reading it on a timer as well
+        only confirms. At 100,000 partitions a broker failure's four follow-ups re-read the 20,000
+        watched partitions up to 80,000 times.
+        """
+        watched = self._state_watches
+        self._reread(tp for tp in partitions if tp not in watched)
 
     def _at(self, delay: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (self.clock() + delay, next(self._timer_ids), action))
@@ -166,13 +211,17 @@ class StateReads:
             or self._refresh_later
             or self._pending_reads
             or self._sweep
+            or self._reads_in_flight
         )
 
     def _sweep_some(self) -> None:
         """One chunk of background work, most urgent first.
 
-        1. Re-derive the rows whose leader came or went with a broker (the page's offline count).
-        2. Observed mode: arm watches on those left without a live leader.
+        1. Observed mode: arm watches on the rows whose leader went with a broker (cheap: thousands
+           per SetWatches request), so that a state the controller writes from now on is known.
+        2. Re-derive the rows whose leader came or went with a broker (the page's offline count),
+           except those whose watch fired: their read (3) replaces the re-derivation, each row is
+           processed once for the broker change.
         3. Read the watched partitions whose state znode changed: they carry what the page waits
            for (a new leader), and read soon, a partition written twice in a storm (leaderless,
            then led) is read once.
@@ -183,9 +232,10 @@ class StateReads:
         the page is waiting for, and each one makes a queued refresh of its row unnecessary.
         """
         yield_to_stream = self.config.mode == MANAGED and self.events.qsize() > 0
-        if self._refresh_queue and not yield_to_stream:
-            self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
-            return
+        if self._reads_in_flight and not self._read_work_next(yield_to_stream):
+            # What comes next is not a read: apply what is in flight first (reads that another
+            # read may overtake are the only ones kept waiting; see ``_read_overlapped``).
+            self._apply_reads(keep=0)
         if self._watch_queue:
             watch_queue = self._watch_queue
             partitions = list(itertools.islice(watch_queue, self.config.refresh_chunk))
@@ -196,13 +246,16 @@ class StateReads:
             # missed until the next queued read, seconds later in a storm).
             self._watch_unresolved(partitions, self._watch_since)
             return
+        if self._refresh_queue and not yield_to_stream:
+            self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
+            return
         if self._changed_reads:
             changed = self._changed_reads
             chunk = list(itertools.islice(changed, self.config.sweep_chunk))
             for tp in chunk:
                 del changed[tp]
                 self._pending_reads.pop(tp, None)
-            self._read_now(chunk)
+            self._read_overlapped(chunk)
             return
         # Watches armed: one may fire any moment, and its read should not wait behind a big chunk.
         small = self.config.background_chunk if self._state_watches else self.config.sweep_chunk
@@ -214,7 +267,7 @@ class StateReads:
             chunk = list(itertools.islice(pending, small))
             for tp in chunk:
                 del pending[tp]
-            self._read_now(chunk)
+            self._read_overlapped(chunk)
             return
         now = self.clock()
         if not self._sweep and now >= self._next_sweep and not self._need_resync:
@@ -222,10 +275,27 @@ class StateReads:
             self._next_sweep = now + self.config.sweep_interval_s
         if self._sweep:
             chunk = [self._sweep.popleft() for _ in range(min(small, len(self._sweep)))]
-            self._read_now(chunk)
+            self._read_overlapped(chunk)
+        else:
+            self._apply_reads(keep=0)
+
+    def _read_work_next(self, yield_to_stream: bool) -> bool:
+        """Whether ``_sweep_some``'s next chunk is a read (not a watch arming or a re-derivation)."""
+        if self._watch_queue or (self._refresh_queue and not yield_to_stream):
+            return False
+        if self._changed_reads:
+            return True
+        if self._refresh_later and not yield_to_stream:
+            return False
+        return bool(self._pending_reads or self._sweep)
 
     def _refresh_chunk(self, queue_: dict[str, None], size: int) -> None:
         members = list(itertools.islice(queue_, size))
         for m in members:
             del queue_[m]
+        changed = self._changed_reads
+        if changed:
+            # Their state znode changed since the broker change: the read queued for each re-derives
+            # it with what the controller wrote, so re-deriving it now would be done twice.
+            members = [m for m in members if member_tp(m) not in changed]
         self.state.refresh(members)

@@ -30,7 +30,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from controller_core.model import BrokerRegistration, ReplicaAssignment, TopicPartition
 from controller_core.zk import codecs, paths
-from controller_core.zk.multiread import MultiReader
+from controller_core.zk.multiread import DataResult, MultiReader
 from workers.mirror.state import StateRead
 
 T = TypeVar("T")
@@ -173,6 +173,23 @@ def read_states(
     undecoded: a sweep of 100,000 unchanged states then costs the reads, not 100,000 JSON parses.
     """
     results = reader.get_data([paths.partition_state_path(tp) for tp in partitions], size_hint=80)
+    return decode_states(partitions, results, known_mzxid)
+
+
+def submit_states(reader: MultiReader, partitions: Sequence[TopicPartition]) -> Callable[[], list[DataResult]]:
+    """Send the state reads of ``partitions`` now; the returned call waits for their results.
+
+    For a caller that applies one read while ZooKeeper answers the next (``decode_states`` then).
+    """
+    return reader.submit_data([paths.partition_state_path(tp) for tp in partitions], size_hint=80)
+
+
+def decode_states(
+    partitions: Sequence[TopicPartition],
+    results: Sequence[DataResult],
+    known_mzxid: Callable[[TopicPartition], int] | None = None,
+) -> dict[TopicPartition, StateRead | None]:
+    """``read_states``'s results from the raw reads of ``partitions`` (in the same order)."""
     out: dict[TopicPartition, StateRead | None] = {}
     decode = codecs.decode_partition_state
     for tp, result in zip(partitions, results, strict=True):
