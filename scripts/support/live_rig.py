@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, ServiceSet, free_port
+from scripts.support.django_manage import manage
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from scripts.web_processes import bind_shared, spawn
 from workers.local_processes import terminate_all
@@ -122,16 +123,7 @@ class LiveRig:
 
     # -- processes ------------------------------------------------------------------------------
     def manage(self, *args: str) -> None:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            check=False,
-            env=self.env,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        manage(self.env, *args)
 
     def create_users(self, count: int) -> list[str]:
         """Register the cluster (``ensure_cluster``, the real command) and ``count`` users, in one process."""
@@ -236,16 +228,7 @@ def migrate_into(directory: Path) -> Path:
         "DATABASE_URL": f"sqlite:///{db}",
         "VAR_DIR": str(directory / "var"),
     }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        check=False,
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"manage.py migrate failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    manage(env, "migrate", "--noinput", "-v", "0")
     return db
 
 
