@@ -24,7 +24,7 @@ from scripts.devservices import ZooKeeperServer
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.integration.mirror_helpers import small_cluster
 from tests.support.zk import wait_for
-from workers.mirror.fleet import MirrorFleet
+from workers.mirror.fleet import MirrorFleet, delete_snapshot
 from workers.mirror.publish import RecordingPublisher
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -329,4 +329,36 @@ def test_the_last_cluster_removed_through_django_stops_at_once(
         wait_for(lambda: "last" in fleet.held, timeout=8, what="mirrored again")
     finally:
         fleet.stop()
+        client.close()
+
+
+class _RecordingDeletes(redis.Redis):
+    """A real Redis client that also notes the keys of each DEL it sends."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(connection_pool=redis.ConnectionPool.from_url(url))
+        self.deletes: list[set[str]] = []
+
+    def delete(self, *names: Any) -> Any:
+        self.deletes.append({n.decode() if isinstance(n, bytes) else str(n) for n in names})
+        return super().delete(*names)
+
+
+def test_a_removed_clusters_meta_key_and_hosting_hash_go_last_and_together(redis_url: str) -> None:
+    """A page (or a test) that sees the snapshot's meta key gone must see every other key gone too."""
+    name = f"gone-{uuid.uuid4().hex[:6]}"
+    client = _RecordingDeletes(redis_url)
+    try:
+        meta, hosting_hash = layout.meta_key(name), hosting.cluster_hosting_key(name)
+        row_prefix = layout.all_mirror_keys_pattern(name).removesuffix("*")
+        client.mset({f"{row_prefix}row:{i}": i for i in range(1_200)})
+        client.set(meta, "x")
+        client.hset(hosting_hash, "controller_active_at", 1)
+
+        assert delete_snapshot(client, name) == 1_202
+        assert len(client.deletes) == 3  # 500 rows, 500 rows, then the last 200 with the two
+        assert all(meta not in keys and hosting_hash not in keys for keys in client.deletes[:-1])
+        assert {meta, hosting_hash} <= client.deletes[-1]
+        assert not client.keys(f"{row_prefix}*") and not client.exists(hosting_hash)
+    finally:
         client.close()

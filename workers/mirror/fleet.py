@@ -53,17 +53,22 @@ logger = logging.getLogger(__name__)
 
 
 def delete_snapshot(client: redis.Redis, cluster: str) -> int:
-    """Delete a removed cluster's mirror keys (``kcp:{c}:m:*``); the state-change stream stays."""
+    """Delete a removed cluster's mirror keys (``kcp:{c}:m:*``); the state-change stream stays.
+
+    The snapshot's meta key and the hosting hash go last, in one DEL: a reader (a page, a test) that
+    sees the snapshot gone never sees a part of it, or the hosting hash, still there.
+    """
+    last = [layout.meta_key(cluster), hosting.cluster_hosting_key(cluster)]
     deleted = 0
     batch: list[bytes] = []
     for key in client.scan_iter(match=layout.all_mirror_keys_pattern(cluster), count=1000):
+        if key.decode() in last:
+            continue
         batch.append(key)
         if len(batch) >= 500:
             deleted += int(client.delete(*batch))
             batch = []
-    if batch:
-        deleted += int(client.delete(*batch))
-    return deleted + int(client.delete(hosting.cluster_hosting_key(cluster)))
+    return deleted + int(client.delete(*batch, *last))
 
 
 @dataclass
