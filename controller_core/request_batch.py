@@ -222,7 +222,7 @@ class ControllerBrokerRequestBatch:
             number(pid)
             recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
             group = groups.get(recipients)
-            item = (pid, _leader_and_isr_state(tps[pid], info, assignment, is_new))
+            item = (pid, leader_and_isr_state(tps[pid], info, assignment, is_new))
             if group is None:
                 groups[recipients] = [item]
             else:
@@ -510,12 +510,13 @@ class ControllerBrokerRequestBatch:
         return LiveLeader(broker_id, endpoint.host, endpoint.port)
 
 
-def _leader_and_isr_state(
+def leader_and_isr_state(
     tp: TopicPartition,
     info: LeaderIsrAndControllerEpoch,
     assignment: ReplicaAssignment,
     is_new: bool,
 ) -> LeaderAndIsrPartitionState:
+    """One partition's LeaderAndIsr state: what the batch sends, and what a warm standby keeps."""
     leader_and_isr = info.leader_and_isr
     return LeaderAndIsrPartitionState(
         tp.topic,

@@ -36,6 +36,7 @@ from typing import TypeVar
 
 from controller_core.context import ControllerContext
 from controller_core.protocol.messages import LeaderAndIsrPartitionState, UpdateMetadataPartitionState
+from controller_core.request_batch import leader_and_isr_state
 
 LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
 """Per recipient broker: partition number -> its LeaderAndIsr partition state, in the start-up's order."""
@@ -110,19 +111,7 @@ class KeptRequests:
                 continue
             assert info is not None and assignment is not None
             lai = info.leader_and_isr
-            state = LeaderAndIsrPartitionState(
-                tp.topic,
-                tp.partition,
-                info.controller_epoch,
-                lai.leader,
-                lai.leader_epoch,
-                lai.isr,
-                lai.zk_version,
-                assignment.replicas,
-                assignment.adding_replicas,
-                assignment.removing_replicas,
-                False,
-            )
+            state = leader_and_isr_state(tp, info, assignment, False)
             if online == before:
                 groups[online][pid] = state  # in place
             else:
