@@ -30,7 +30,8 @@ from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
 from controller_core.zk.store import topics as topics_module
 from scripts.devservices import ZooKeeperServer, free_port
-from tests.support.zk import drop_connection, expire_session, wait_for
+from scripts.reliability.faultproxy import FaultProxy
+from tests.support.zk import expire_session, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -307,29 +308,51 @@ def test_a_missing_state_znode_finishes_with_an_error_not_a_retry(store: ZkStore
 
 
 def test_a_connection_drop_in_the_middle_of_a_batch_loses_no_partition(
-    zk: KazooClient, store: ZkStore, controller: ControllerEpoch, monkeypatch: pytest.MonkeyPatch
+    zk_server: ZooKeeperServer,
+    zk_chroot: str,
+    store: ZkStore,
+    controller: ControllerEpoch,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     states = _topic_with_states(store, controller, "orders", 3000)
     new = {tp: s.leader_and_isr.new_epoch() for tp, s in states.items()}
-    small = ZkStore(zk, max_multi_bytes=8192, max_in_flight=4)  # ~100 multis
+    # The batch's client reaches ZooKeeper through a fault proxy, so the cut is certain to catch
+    # multis that were applied but whose replies were still held (a plain socket shutdown raced
+    # kazoo's reader: on a loaded machine every reply had already arrived, or nothing was sent yet).
+    proxy = FaultProxy(zk_server.host, zk_server.port).start()
+    proxied = KazooClient(hosts=f"127.0.0.1:{proxy.port}{zk_chroot[zk_chroot.index('/') :]}", timeout=10.0)
+    proxied.start(timeout=15)
+    small = ZkStore(proxied, max_multi_bytes=8192, max_in_flight=4)  # ~70 multis
     commit = small._commit
-    sent: list[int] = []
+    ops_sent: list[int] = []
 
-    def commit_then_drop(*args: Any) -> Any:
-        pending = commit(*args)
-        sent.append(1)
-        if len(sent) == 10:  # cut the connection with multis in flight, some of them already applied
-            drop_connection(zk)
+    def applied() -> int:
+        reads = store.get_partition_states(list(new))
+        return sum(1 for r in reads.values() if r.state is not None and r.state.leader_and_isr.zk_version == 1)
+
+    def commit_then_cut(encoded: Any, indices: Any, expected: int) -> Any:
+        if len(ops_sent) == 9:
+            proxy.set_mode("drop_s2c")  # from the 10th multi on, ZooKeeper applies but replies are held
+        pending = commit(encoded, indices, expected)
+        ops_sent.append(len(indices))
+        if len(ops_sent) == 10:
+            wait_for(lambda: applied() >= sum(ops_sent), timeout=30, what="the first ten multis applied")
+            proxy.set_mode("reset")  # the connection dies with the 10th multi's reply unread
+            proxy.set_mode("pass")
         return pending
 
-    monkeypatch.setattr(small, "_commit", commit_then_drop)
-    result = small.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+    monkeypatch.setattr(small, "_commit", commit_then_cut)
+    try:
+        result = small.update_leader_and_isr(new, controller.epoch, controller.epoch_zk_version)
+    finally:
+        proxied.stop()
+        proxied.close()
+        proxy.stop()
 
-    # A multi whose reply was lost is replayed; if the first attempt had been applied, the replay's
-    # BADVERSION is recognised as our own write, so nothing needs a retry and nothing is written twice.
+    # A multi whose reply was lost is replayed; its first attempt was applied, so the replay's
+    # BADVERSION is recognised as our own write: nothing needs a retry and nothing is written twice.
     assert small.counters().connection_retries >= 1
     assert result.needs_retry == [] and set(result.finished) == set(new)
-    wait_for(lambda: zk.connected, what="reconnection")
     final = store.get_partition_states(list(new))
     for tp, wanted in new.items():
         state = final[tp].state
