@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 from controller_core.model import TopicPartition
 from scripts.devservices import REPO_ROOT, free_port, port_open
 from scripts.support.kafka_layout import KafkaLayoutWriter
-from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.dashboard_db import install_migrated, register_cluster_and_user
+from tests.support.processes import terminate_all
 
 CLUSTER: Final = "e2e"
 PASSWORD: Final = "correct horse battery"
@@ -89,14 +89,8 @@ def prepare_dashboard(env: dict[str, str], zk_chroot: str) -> None:
     The database is already migrated (a copy of the session's template, tests/support/dashboard_db.py);
     ``ensure_cluster`` runs as the real command, through ``call_command``.
     """
-    manage(
-        env,
-        "shell",
-        "-c",
-        "from django.core.management import call_command; "
-        "from django.contrib.auth.models import User; "
-        f"call_command('ensure_cluster', '--name', {CLUSTER!r}, '--zookeeper', {zk_chroot!r}, '--mode', 'observed'); "
-        f"User.objects.create_user('alice', password={PASSWORD!r})",
+    register_cluster_and_user(
+        env, cluster=CLUSTER, zookeeper=zk_chroot, mode="observed", user="alice", password=PASSWORD, group=None
     )
 
 

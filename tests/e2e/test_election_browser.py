@@ -28,8 +28,8 @@ from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
 from tests.support.broker_agents import Agents
 from tests.support.controllers import Candidates
-from tests.support.dashboard_db import install_migrated
-from tests.support.processes import manage, terminate_all
+from tests.support.dashboard_db import install_migrated, register_cluster_and_user
+from tests.support.processes import terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -114,18 +114,8 @@ def web(
         ),
     ]  # fmt: skip
     try:
-        # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
-        # real ensure_cluster command (call_command) and creates the operator, while daphne and the
-        # worker start (neither reads the database before the first request or task).
-        manage(
-            env,
-            "shell",
-            "-c",
-            "from django.core.management import call_command; "
-            "from django.contrib.auth.models import Group, User; "
-            f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
-            f"u = User.objects.create_user('otto', password='{PASSWORD}'); "
-            "u.groups.add(Group.objects.get(name='operator'))",
+        register_cluster_and_user(
+            env, cluster="e2e", zookeeper=zk_chroot, mode="managed", user="otto", password=PASSWORD, group="operator"
         )
         deadline = time.monotonic() + 30
         while not port_open("127.0.0.1", port):

@@ -28,8 +28,8 @@ from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, log_in
 from tests.e2e.live_stack import PASSWORD
 from tests.support.broker_agents import Agents
 from tests.support.controllers import Candidates
-from tests.support.dashboard_db import install_migrated
-from tests.support.processes import CELERY_WORKER, manage, terminate_all
+from tests.support.dashboard_db import install_migrated, register_cluster_and_user
+from tests.support.processes import CELERY_WORKER, terminate_all
 from tests.support.zk import wait_for
 
 pytestmark = [
@@ -89,17 +89,8 @@ def stack(zk_chroot: str, redis_url: str, tmp_path: Path, migrated_db_template: 
         wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 2))) is not None, what="states")
 
         install_migrated(migrated_db_template, env)
-        # One manage.py process (a Django start-up, seconds under load) registers the cluster through the
-        # real ensure_cluster command (call_command) and creates the operator.
-        manage(
-            env,
-            "shell",
-            "-c",
-            "from django.core.management import call_command; "
-            "from django.contrib.auth.models import Group, User; "
-            f"call_command('ensure_cluster', '--name', 'e2e', '--zookeeper', {zk_chroot!r}, '--mode', 'managed'); "
-            f"u = User.objects.create_user('olive', password='{PASSWORD}'); "
-            "u.groups.add(Group.objects.get(name='operator'))",
+        register_cluster_and_user(
+            env, cluster="e2e", zookeeper=zk_chroot, mode="managed", user="olive", password=PASSWORD, group="operator"
         )
         procs.append(
             subprocess.Popen(

@@ -119,7 +119,17 @@ def test_anyone_reads_only_the_owner_writes_and_the_cluster_still_works(
     # broker 1's leaderships to broker 2 and shrinks the ISRs.
     running[1].signal(signal.SIGTERM)
     assert running[1].wait_exit(30) == 0
-    wait_for(lambda: _leaders(zk, 2) == [(2, [2]), (2, [2])], timeout=30, what="leadership on broker 2")
+    seen: list[tuple[int, list[int]]] = []
+
+    def moved() -> bool:
+        seen[:] = _leaders(zk, 2)
+        return seen == [(2, [2]), (2, [2])]
+
+    try:
+        wait_for(moved, timeout=30, what="leadership on broker 2")
+    except AssertionError as e:
+        logs = "\n".join(f"--- broker {b} log:\n{running[b].log_file.read_text()[-3000:]}" for b in (1, 2))
+        raise AssertionError(f"{e}; (leader, ISR) per partition at the end: {seen}\n{logs}") from None
 
 
 def test_a_secured_client_without_acl_leaves_znodes_open(zk: KazooClient, zk_chroot: str) -> None:

@@ -45,3 +45,25 @@ def install_migrated(template: Path, env: dict[str, str]) -> None:
         raise FileExistsError(f"{target} exists: a stack installs its database once, before it starts")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, target)
+
+
+def register_cluster_and_user(
+    env: dict[str, str], *, cluster: str, zookeeper: str, mode: str, user: str, password: str, group: str | None
+) -> None:
+    """Register ``cluster`` through the real ``ensure_cluster`` command (``call_command``) and create
+    ``user`` (in ``group`` when given), in one ``manage.py`` process.
+
+    Why one process: each is a Django start-up, seconds under load, and the browser stacks run this
+    while daphne and the workers start (neither reads the database before its first request or task).
+    """
+    join = f"User.objects.get(username={user!r}).groups.add(Group.objects.get(name={group!r}))" if group else "None"
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from django.core.management import call_command; "
+        "from django.contrib.auth.models import Group, User; "
+        f"call_command('ensure_cluster', '--name', {cluster!r}, '--zookeeper', {zookeeper!r}, '--mode', {mode!r}); "
+        f"User.objects.create_user({user!r}, password={password!r}); "
+        f"{join}",
+    )
