@@ -1161,6 +1161,7 @@ class Controller:
             return
         responses: dict[TopicPartition, Any] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        live = ctx.live_broker_ids
         for tp, (leader_epoch, new_isr, zk_version) in event.partitions.items():
             info = ctx.partition_leadership_info(tp)
             if info is None:
@@ -1169,6 +1170,13 @@ class Controller:
             current = info.leader_and_isr
             if leader_epoch < current.leader_epoch:
                 responses[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            if not live.issuperset(new_isr):
+                # KIP-841 (Kafka 3.3, KAFKA-14140): never let a dead or shutting-down broker into an
+                # ISR. A leader may still see such a follower fetch (a broker in controlled shutdown
+                # follows the partitions it led), and once it is dead nothing takes it out again:
+                # the leader only drops followers that fall behind, and a quiet partition has none.
+                responses[tp] = ErrorCode.INELIGIBLE_REPLICA
                 continue
             proposed = LeaderAndIsr(event.broker_id, leader_epoch, tuple(new_isr), zk_version)
             if proposed.equals_ignore_zk(current):

@@ -380,11 +380,17 @@ class Partition:
 
         As in Kafka, an unknown partition, a fenced leader epoch or a stale ISR version means the
         controller has moved on: give up and keep the proposal pending until the LeaderAndIsr that
-        the controller sends with its decision replaces it. Other errors are retried.
+        the controller sends with its decision replaces it. An ineligible replica (KIP-841) reverts
+        to the committed ISR. Other errors are retried.
         """
         if self.isr_state is not proposal.state:
             return False  # a LeaderAndIsr replaced our state meanwhile: the answer is out of date
         self.isr_update_failures += 1
+        if error == ErrorCode.INELIGIBLE_REPLICA:
+            # Nothing was written (a proposed member is dead or shutting down): back to the committed
+            # ISR, free to propose again later, as Kafka's leader does since 3.3 (KIP-841).
+            self.isr_state = IsrState(proposal.state.isr)
+            return False
         return error not in (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             ErrorCode.FENCED_LEADER_EPOCH,

@@ -634,7 +634,11 @@ class ReplicaManager:
                 self.broker_id,
                 proposal.topic_partition,
                 result.error_code.name,
-                "retrying" if retry else "waiting for the controller's LeaderAndIsr",
+                "retrying"
+                if retry
+                else "kept the committed ISR"
+                if result.error_code == ErrorCode.INELIGIBLE_REPLICA
+                else "waiting for the controller's LeaderAndIsr",
             )
             if retry and self.isr_proposer is not None:
                 self.isr_proposer.submit(proposal)

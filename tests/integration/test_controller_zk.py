@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from controller_core.broker.controller_client import ControllerClient
 from controller_core.channel_manager import ControllerChannelManager
 from controller_core.model import LeaderIsrAndControllerEpoch, TopicPartition
+from controller_core.protocol.messages import AlterIsrPartition, AlterIsrPartitionResult, AlterIsrRequest, ErrorCode
 from controller_core.runner import ControllerRunner
 from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
@@ -82,6 +84,48 @@ def test_broker_failure_moves_leadership_and_shrinks_the_isr(
     [death] = [r for r in candidates.sinks[100].records if r["kind"] == "broker_change" and r["dead_brokers"] == [1]]
     assert death["session_lost_brokers"] == [1] and death["session_lost_estimated"] is True
     assert death["session_lost_ms"] == pytest.approx(death["ts"] - 18_000.0, abs=50.0)
+
+
+def test_an_alter_isr_adding_a_dead_broker_is_refused_and_writes_nothing(
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates, request: pytest.FixtureRequest
+) -> None:
+    """KIP-841 (KAFKA-14140): a leader may still see a follower fetch after the controller took it out
+    (a broker in controlled shutdown follows what it led until it exits). Accepted, a dead broker
+    would stay in the ISR of a quiet partition for ever: nothing else removes it."""
+    epochs = {b: fake_brokers.start(b) for b in (1, 2)}
+    ZkStore(zk).create_topic("orders", {0: [1, 2]})
+    candidates.start(100)
+    path = paths.partition_state_path(TopicPartition("orders", 0))
+    wait_for(lambda: zk.exists(path) is not None, what="state")
+    fake_brokers.kill(2)
+    wait_for(lambda: state(zk, "orders", 0)[2] == [1], what="broker 2 leaves the ISR")
+    client = ControllerClient(zk, timeout_s=10.0)
+    request.addfinalizer(client.close)
+    client.start()
+    wait_for(lambda: client.controller_id == 100, what="controller known")
+    leader_epoch = state(zk, "orders", 0)[1]
+    version = zk.get(path)[1].version
+
+    def propose() -> AlterIsrPartitionResult:
+        proposal = AlterIsrPartition("orders", 0, leader_epoch, (1, 2), version)
+        response = client.alter_isr(AlterIsrRequest(1, epochs[1], (proposal,)))
+        assert response.error_code == ErrorCode.NONE
+        [result] = response.partitions
+        return result
+
+    assert propose().error_code == ErrorCode.INELIGIBLE_REPLICA
+    assert zk.get(path)[1].version == version and state(zk, "orders", 0)[2] == [1]
+
+    # Back and live, broker 2 may join again: the same proposal is accepted once the controller knows.
+    fake_brokers.start(2)
+    answers: list[AlterIsrPartitionResult] = []
+
+    def accepted() -> bool:
+        answers.append(propose())
+        return answers[-1].error_code == ErrorCode.NONE
+
+    wait_for(accepted, what="the proposal accepted")
+    assert state(zk, "orders", 0)[:3] == (1, leader_epoch, [1, 2]) and answers[-1].zk_version == version + 1
 
 
 def test_no_live_isr_member_leaves_the_partition_offline_unless_unclean_is_enabled(

@@ -281,6 +281,20 @@ def test_a_successful_answer_commits_the_isr_and_its_version() -> None:
     assert partition.isr_shrinks == 1
 
 
+def test_an_ineligible_replica_answer_reverts_to_the_committed_isr_and_may_propose_again() -> None:
+    """KIP-841: the controller refused to add a dead or shutting-down follower; nothing was written."""
+    partition = leader_with(isr=(1,), messages=10, now=0.0)
+    assert partition.update_follower_fetch_state(2, 10, 0, now_ms=1.0)
+    proposal = partition.maybe_expand_isr(2)
+    assert proposal is not None
+    partition.mark_proposed(proposal)
+    assert not partition.handle_alter_isr_error(proposal, ErrorCode.INELIGIBLE_REPLICA)  # not resent
+    assert partition.isr_state == ((1,), None)
+    assert partition.log.high_watermark == 10
+    again = partition.maybe_expand_isr(2)  # the follower fetches again: proposed again, not stuck
+    assert again is not None and again.new_isr == (1, 2)
+
+
 def test_an_answer_for_a_replaced_state_is_ignored() -> None:
     partition = leader_with(isr=(1, 2, 3), messages=10, now=0.0)
     proposal = partition.maybe_shrink_isr(now_ms=20_000.0, max_lag_ms=LAG_MS)
