@@ -56,6 +56,7 @@ from controller_core.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LiveLeader,
+    SharedList,
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
@@ -387,7 +388,8 @@ class ControllerBrokerRequestBatch:
         self._kept_update_metadata = None
         return targets, partition_count
 
-    def _update_metadata_states(self) -> list[UpdateMetadataPartitionState]:
+    def _update_metadata_states(self) -> SharedList[UpdateMetadataPartitionState]:
+        """The partition states every target broker's UpdateMetadata shares (one list: encoded once)."""
         ctx = self._ctx
         kept = self._kept_update_metadata
         if (
@@ -396,8 +398,8 @@ class ControllerBrokerRequestBatch:
             and not ctx.has_replicas_on_offline_dirs
             and kept.keys() == self._update_metadata_partitions.keys()
         ):
-            return list(kept.values())
-        states: list[UpdateMetadataPartitionState] = []
+            return SharedList(kept.values())
+        states: SharedList[UpdateMetadataPartitionState] = SharedList()
         append = states.append
         skipped = 0
         # Runs for every partition after a failover (100,000+): lookups bound once, and the
