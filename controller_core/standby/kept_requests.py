@@ -61,8 +61,9 @@ class KeptRequests:
         self.ctx = ctx
         self.groups: dict[tuple[int, ...], dict[int, LeaderAndIsrPartitionState]] = {}
         self.update_metadata: UpdateMetadataStates = {}
-        self._recipients: dict[int, tuple[int, ...]] = {}
-        """Partition number -> its group (the live replicas its LeaderAndIsr state is kept for)."""
+        self._recipients: list[tuple[int, ...] | None] = []
+        """Partition number -> its group (the live replicas its LeaderAndIsr state is kept for), None:
+        in none. A column like the table's (8 bytes a partition; a dict was ~70 MB at a million)."""
         self._groups_unsorted = False
         """The groups may be out of the order of their first partitions."""
         self._unsorted_groups: set[tuple[int, ...]] = set()
@@ -87,12 +88,14 @@ class KeptRequests:
         groups = self.groups
         update_metadata = self.update_metadata
         recipients_of = self._recipients
+        if len(recipients_of) < len(tps):  # partitions numbered since the last refresh
+            recipients_of.extend([None] * (len(tps) - len(recipients_of)))
         splits: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for pid in ids:
             tp = tps[pid]
             info = leadership[pid]
             assignment = assignments[pid]
-            before = recipients_of.get(pid)
+            before = recipients_of[pid]
             online: tuple[int, ...] = ()
             if info is not None and assignment is not None and tp in assigned.get(tp.topic, ()):
                 replicas = assignment.replicas
@@ -140,7 +143,7 @@ class KeptRequests:
 
     def _leave(self, pid: int, recipients: tuple[int, ...]) -> None:
         """Take ``pid`` out of its group (a group's first partition leaving may move the group)."""
-        del self._recipients[pid]
+        self._recipients[pid] = None
         group = self.groups[recipients]
         if next(iter(group)) == pid:
             self._groups_unsorted = True
@@ -152,7 +155,7 @@ class KeptRequests:
         """Drop partition numbers ``ids`` (their topic is reloaded: it comes back at the end)."""
         recipients_of = self._recipients
         for pid in ids:
-            recipients = recipients_of.get(pid)
+            recipients = recipients_of[pid] if pid < len(recipients_of) else None
             if recipients is not None:
                 self._leave(pid, recipients)
             self.update_metadata.pop(pid, None)
