@@ -82,7 +82,7 @@ class JsonConnection:
         self._stale = False
         self._aborted = False
 
-    def _request(self, method: str, path: str, body: bytes | Sequence[bytes] | None) -> bytes:
+    def _request(self, method: str, path: str, body: bytes | Sequence[bytes | memoryview] | None) -> bytes:
         if self._aborted:
             raise ConnectionAbortedError(f"connection to {self.host}:{self.port} was aborted")
         try:
@@ -92,7 +92,7 @@ class JsonConnection:
                 raise
             return self._attempt(method, path, body)
 
-    def _attempt(self, method: str, path: str, body: bytes | Sequence[bytes] | None) -> bytes:
+    def _attempt(self, method: str, path: str, body: bytes | Sequence[bytes | memoryview] | None) -> bytes:
         self._stale = False
         if self._conn is None:
             self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
@@ -117,7 +117,7 @@ class JsonConnection:
             raise HttpStatusError(response.status, _error_message(data))
         return data
 
-    def post(self, path: str, body: bytes | Sequence[bytes]) -> bytes:
+    def post(self, path: str, body: bytes | Sequence[bytes | memoryview]) -> bytes:
         """POST a JSON body, whole or in parts sent one after the other (``encode_control_request_parts``:
         no copy of a large shared part); return the 200 answer's body (``HttpStatusError`` otherwise)."""
         return self._request("POST", path, body)

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 from controller_core.context import ControllerContext
-from controller_core.protocol.messages import LeaderAndIsrPartitionState, UpdateMetadataPartitionState
+from controller_core.protocol.messages import LeaderAndIsrPartitionState, SharedList, UpdateMetadataPartitionState
 from controller_core.request_batch import leader_and_isr_state
 
 LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
@@ -43,6 +43,9 @@ LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
 
 UpdateMetadataStates = dict[int, UpdateMetadataPartitionState]
 """Partition number -> its UpdateMetadata partition state, in partition order."""
+
+LeaderAndIsrParts = dict[int, list[SharedList[LeaderAndIsrPartitionState]]]
+"""Per recipient broker: the shared lists of its groups' states, in order."""
 
 _V = TypeVar("_V")
 
@@ -54,7 +57,7 @@ class KeptRequests:
 
         kept = KeptRequests.build(ctx)            # after the kept context's load
         kept.refresh(changed_ids); kept.settle()  # after each re-read applied to ctx
-        leader_and_isr, update_metadata = kept.take()   # at takeover (then dropped)
+        leader_and_isr, update_metadata, parts = kept.take()   # at takeover (then dropped)
     """
 
     def __init__(self, ctx: ControllerContext) -> None:
@@ -184,19 +187,30 @@ class KeptRequests:
         self._groups_unsorted = self._update_metadata_unsorted = False
         unsorted_groups.clear()
 
-    def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates]:
+    def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates, LeaderAndIsrParts]:
         """The kept states for the takeover's batch (this object is then spent): per broker, its
-        groups' partitions group by group, as the start-up adds them."""
+        groups' partitions group by group, as the start-up adds them; and per broker its groups'
+        states as lists shared by the group's recipients, whose concatenation its states are (each
+        group's JSON is then made once for all of them: ``protocol.messages.PartedList``)."""
         self.settle()
         by_broker: LeaderAndIsrStates = {}
+        parts: LeaderAndIsrParts = {}
         for recipients, group in self.groups.items():
+            shared = SharedList(group.values())
             for broker_id in recipients:
                 states = by_broker.get(broker_id)
                 if states is None:
                     by_broker[broker_id] = dict(group)
+                    parts[broker_id] = [shared]
                 else:
                     states.update(group)
-        return by_broker, self.update_metadata
+                    parts[broker_id].append(shared)
+        # A partition is in one group only, so each broker's states are its parts in order; a
+        # recipient list naming a broker twice would break that: no parts for it then.
+        for broker_id, own in list(parts.items()):
+            if sum(map(len, own)) != len(by_broker[broker_id]):
+                del parts[broker_id]
+        return by_broker, self.update_metadata, parts
 
 
 def _sorted(states: dict[int, _V], rank: dict[int, int]) -> dict[int, _V]:

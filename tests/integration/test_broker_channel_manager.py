@@ -21,6 +21,7 @@ from controller_core.protocol.messages import (
     ErrorCode,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    PartedList,
     SharedList,
     StopReplicaPartitionState,
     StopReplicaRequest,
@@ -357,3 +358,23 @@ def test_a_shared_update_metadata_list_reaches_every_broker_whole_and_is_let_go_
     finally:
         for broker in brokers:
             broker.close()
+
+
+def test_a_leader_and_isr_of_shared_parts_reaches_the_broker_whole(channels: ControllerChannelManager) -> None:
+    """A LeaderAndIsr whose states are the concatenation of shared parts (a failover's start-up) is sent
+    part by part (the parts' JSON not copied) and the broker decodes the whole request."""
+    parts = [
+        SharedList(partition_state(TopicPartition(f"t{g}", p), 1, 0, [1, 2], [1, 2]) for p in range(700))
+        for g in range(3)
+    ]
+    states = PartedList(s for part in parts for s in part)
+    states.parts = parts
+    broker = FakeBroker()
+    try:
+        channels.add_broker(broker.registration())
+        responses = Responses()
+        channels.send(1, LeaderAndIsrRequest(0, 3, 1, states, []), responses)
+        wait_for(lambda: len(responses.items) == 1, timeout=20, what="the answer")
+        assert broker.received == [LeaderAndIsrRequest(0, 3, 1, list(states), [])]
+    finally:
+        broker.close()

@@ -156,4 +156,4 @@ def test_a_plain_or_small_list_is_one_part() -> None:
         for one in (request, small):
             parts = encode_control_request_parts(one)
             assert len(parts) == 1
-            assert decode_control_request(control_request_path(one), parts[0]) == one
+            assert decode_control_request(control_request_path(one), bytes(parts[0])) == one
