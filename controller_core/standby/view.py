@@ -104,6 +104,8 @@ class ClusterView:
     preferred_election: set[TopicPartition] | None = None
     max_zxid: int = 0
     _shared: dict[tuple[int, ...], ReplicaAssignment] = field(default_factory=dict, repr=False)
+    # Equal ISRs share one tuple (a cluster has few distinct ones): ~64 MB less at a million partitions.
+    _isrs: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     # -- updates ----------------------------------------------------------------------------------
     def apply(self, target: Target, read: Any) -> None:
@@ -122,7 +124,9 @@ class ClusterView:
             if kind is Kind.STATE:
                 tp: TopicPartition = target.key
                 if present:
-                    self.states.setdefault(tp.topic, {})[tp] = codecs.decode_partition_state(data, stat.version)
+                    self.states.setdefault(tp.topic, {})[tp] = codecs.decode_partition_state(
+                        data, stat.version, self._isrs
+                    )
                 else:
                     self._drop_state(tp)
             elif kind is Kind.TOPIC:
