@@ -15,6 +15,7 @@ does no I/O and no locking; ``controller_core.standby.follower`` owns both.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -124,9 +125,15 @@ class ClusterView:
             if kind is Kind.STATE:
                 tp: TopicPartition = target.key
                 if present:
-                    self.states.setdefault(tp.topic, {})[tp] = codecs.decode_partition_state(
-                        data, stat.version, self._isrs
-                    )
+                    state = codecs.decode_partition_state(data, stat.version, self._isrs)
+                    by_partition = self.states.get(tp.topic)
+                    if by_partition is None:
+                        by_partition = self.states[tp.topic] = {}
+                    if tp not in by_partition:
+                        # Kept as the table's key too (``WarmContext``): one object a partition, and
+                        # one topic name a topic (a path's split makes a string per znode).
+                        tp = TopicPartition(sys.intern(tp.topic), tp.partition)
+                    by_partition[tp] = state
                 else:
                     self._drop_state(tp)
             elif kind is Kind.TOPIC:

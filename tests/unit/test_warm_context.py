@@ -25,7 +25,7 @@ from controller_core.model import (
 )
 from controller_core.protocol.messages import PartedList, encode, encode_control_request, encode_control_request_parts
 from controller_core.standby.kept_requests import KeptRequests
-from controller_core.standby.view import ClusterView, Kind, Target
+from controller_core.standby.view import ClusterView, Kind, Target, classify
 from controller_core.standby.warm_context import (
     IDENTITY_FIELDS,
     WarmContext,
@@ -357,3 +357,26 @@ def test_a_topic_queued_for_deletion_gets_its_update_metadata_built_not_kept() -
     start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
     updates = [s.request for s in h.transport.sent if s.kind == "UpdateMetadata"]
     assert len(updates) == 2 and all([p.leader for p in u.partition_states] == [-2] for u in updates)
+
+
+def test_the_kept_context_and_the_view_share_one_partition_key_and_one_topic_name() -> None:
+    """A standby holds its view and the context built from it: a partition's key object (and its
+    topic's name) is one object in both, as a cold load's keys are one per partition."""
+    view = ClusterView()
+    view.apply(
+        Target(Kind.TOPIC, "orders"),
+        _Read(
+            codecs.encode_topic_assignment({p: ReplicaAssignment.of([1, 2]) for p in range(4)}, "id"), _Stat(0, 5, 5)
+        ),
+    )
+    for p in range(4):
+        target = classify("/brokers/topics/" + "ord" + f"ers/partitions/{p}/state")  # a new name each time
+        assert target is not None
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 4, (1, 2)), 3)
+        view.apply(target, _Read(codecs.encode_partition_state(state), _Stat(0, 6 + p, 6 + p)))
+    warm = WarmContext.load(1, view)
+    view_keys = {tp: tp for tp in view.states["orders"]}
+    assert len(warm.ctx.table.tps) == 4
+    for tp in warm.ctx.table.tps:
+        assert view_keys[tp] is tp
+    assert len({id(tp.topic) for tp in warm.ctx.table.tps}) == 1
