@@ -212,6 +212,12 @@ class KeptRequests:
                 del parts[broker_id]
         return by_broker, self.update_metadata, parts
 
+    def release(self) -> None:
+        """Let go of everything kept (once ``take``'s result is in the takeover's batch): the failover
+        holds this object until it is over, through its largest transients (the requests' encodings,
+        the state snapshot record)."""
+        self.groups, self.update_metadata, self._recipients = {}, {}, []
+
 
 def _sorted(states: dict[int, _V], rank: dict[int, int]) -> dict[int, _V]:
     return {pid: states[pid] for pid in sorted(states, key=rank.__getitem__)}

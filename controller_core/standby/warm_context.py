@@ -316,6 +316,7 @@ def start_replica_state_machine(
     try:
         batch.new_batch()
         batch.add_kept(*kept.take())
+        kept.release()
         batch.send_requests_to_brokers(ctx.epoch)
     except ControllerMovedError:
         raise

@@ -325,6 +325,7 @@ def test_a_large_start_up_sends_each_groups_leader_and_isr_json_once_warm_or_col
         adopt(h.ctx, warm.ctx)
         if use_kept:
             start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
+            assert not warm.kept.groups and not warm.kept.update_metadata  # let go once in the batch
         else:
             h.rsm.startup()
         leader_and_isr = [s.request for s in h.transport.sent if s.kind == "LeaderAndIsr"]
