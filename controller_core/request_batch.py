@@ -379,7 +379,7 @@ class ControllerBrokerRequestBatch:
             pending = self._leader_and_isr[broker_id]
             parts = self._leader_and_isr_parts.get(broker_id)
             states: list[LeaderAndIsrPartitionState]
-            if parts is not None and len(parts) > 1 and len(pending) >= len(parts) * _MIN_PART:
+            if parts and len(pending) >= len(parts) * _MIN_PART:
                 states = PartedList(pending.values())  # the concatenation of ``parts``, by construction
                 states.parts = parts
             else:
