@@ -25,8 +25,10 @@ Kafka's ``ControllerChannelManager`` (reference §6.4), over the HTTP/JSON proto
   Callbacks must only enqueue controller events (the batch's callbacks do).
 
 The body of each request is encoded once, on the sender thread, and reused for every retry;
-UpdateMetadata partition lists shared by several brokers are encoded once for all of them
-(``protocol.messages.encode_control_request``).
+UpdateMetadata partition lists shared by several brokers are encoded once for all of them and sent
+as a part of each body, not copied into it (``protocol.messages.encode_control_request_parts``). A
+sender lets go of a request, its body and its answer as soon as it is done with them, not when the
+next one comes: a failover's requests at a million partitions are hundreds of MB.
 
 Metrics (``metrics()``, ``queue_size()``, ``total_queue_size()``): per broker the queue size,
 whether a request is in flight, requests sent, retries, last error, and queue time (last and max).
@@ -55,7 +57,7 @@ from controller_core.protocol.messages import (
     control_request_path,
     decode_control_response,
     empty_response_for,
-    encode_control_request,
+    encode_control_request_parts,
 )
 
 logger = logging.getLogger(__name__)
@@ -182,10 +184,11 @@ class _BrokerSender:
                 logger.exception("sending %s to broker %d failed", item.request.kind, self.broker_id)
             finally:
                 self.in_flight = False
+                item = response = None  # not held while waiting for the next request
 
     def _deliver(self, request: ControlRequest) -> ControlResponse | None:
         path = control_request_path(request)
-        body = encode_control_request(request)
+        body = encode_control_request_parts(request)
         while not self._stopped.is_set():
             try:
                 answer = self._connection.post(path, body)

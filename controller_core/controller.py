@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from controller_core import memory_probe
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -646,6 +647,7 @@ class Controller:
         )
         self._arm_deferred_topic_watches()
         self._record_state_snapshot()
+        memory_probe.failover_done()
         if read_path["path"] == "cold" and self.standby is not None:
             # After the failover and snapshot records, which stay together first (docs/contracts.md).
             self.scl.record(RecordKind.STANDBY_FALLBACK, reason=read_path["standby"])
@@ -1413,11 +1415,13 @@ class _PhaseClock:
     def __init__(self, started: float) -> None:
         self._last = started
         self.ms: dict[str, float] = {}
+        memory_probe.phase_done("failover_started")  # off unless CONTROLLER_MEMORY_PROBE is set
 
     def mark(self, name: str) -> None:
         now = time.perf_counter()
         self.ms[name] = round((now - self._last) * 1000, 1)
-        self._last = now
+        memory_probe.phase_done(name)
+        self._last = time.perf_counter()  # the probe's own time (when on) is no phase's
 
 
 def _partition_modifications_for(topic: str) -> Callable[[WatchEvent], ControllerEvent | None]:

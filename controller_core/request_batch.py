@@ -56,6 +56,8 @@ from controller_core.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LiveLeader,
+    PartedList,
+    SharedList,
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
@@ -69,6 +71,9 @@ from controller_core.state_change_log import StateChangeLogger
 
 logger = logging.getLogger(__name__)
 
+_MIN_PART = 64
+"""Shared LeaderAndIsr parts only when a broker's groups hold this many partitions on average: a part
+costs a few hundred bytes of its own (a cluster of many brokers and small groups sends plain lists)."""
 _LEADER = attrgetter("leader")
 _TOPIC = attrgetter("topic")
 
@@ -123,6 +128,11 @@ class ControllerBrokerRequestBatch:
         self.on_stop_replica_response = on_stop_replica_response
         # Pending partitions are keyed by the context's partition numbers (ints hash for free).
         self._leader_and_isr: dict[int, dict[int, LeaderAndIsrPartitionState]] = {}
+        # Per broker whose pending LeaderAndIsr states are, in order, whole groups added at once (a
+        # failover's start-up): those groups' states, each list shared by the group's recipients so
+        # that its JSON is made once for all of them (``PartedList``). Dropped when the broker's
+        # pending states change otherwise.
+        self._leader_and_isr_parts: dict[int, list[SharedList[LeaderAndIsrPartitionState]]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: dict[int, None] = {}  # insertion-ordered set of partition numbers
@@ -154,6 +164,7 @@ class ControllerBrokerRequestBatch:
 
     def clear(self) -> None:
         self._leader_and_isr = {}
+        self._leader_and_isr_parts = {}
         self._stop_replica = {}
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
@@ -234,11 +245,23 @@ class ControllerBrokerRequestBatch:
             for broker_id in recipients:
                 if broker_id >= 0:
                     by_broker.setdefault(broker_id, []).extend(group)
+        shared: dict[tuple[int, ...], SharedList[LeaderAndIsrPartitionState]] = {}  # a group's states
+        parts = self._leader_and_isr_parts
         for broker_id, items in by_broker.items():
             per_broker = pending.get(broker_id)
             if per_broker is None:
-                pending[broker_id] = dict(items)
+                per_broker = pending[broker_id] = dict(items)
+                if len(per_broker) == len(items):  # no partition twice: its groups' states, in order
+                    own: list[SharedList[LeaderAndIsrPartitionState]] = []
+                    for recipients, group in groups.items():
+                        if broker_id in recipients:
+                            part = shared.get(recipients)
+                            if part is None:
+                                part = shared[recipients] = SharedList(state for _, state in group)
+                            own.append(part)
+                    parts[broker_id] = own
                 continue
+            parts.pop(broker_id, None)
             sticky = [] if is_new else [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
             per_broker.update(items)
             for pid in sticky:
@@ -253,15 +276,18 @@ class ControllerBrokerRequestBatch:
         self,
         leader_and_isr: Mapping[int, dict[int, LeaderAndIsrPartitionState]],
         update_metadata: Mapping[int, UpdateMetadataPartitionState],
+        parts: Mapping[int, list[SharedList[LeaderAndIsrPartitionState]]] | None = None,
     ) -> None:
         """A warm standby's kept start-up requests (``controller_core.standby.kept_requests``) into an
         empty batch: what ``add_leader_and_isr_requests_by_id(..., is_new=False)`` of every partition
         with a leadership and an online replica adds, already built (per broker, in partition order).
         At send, the kept UpdateMetadata states are used as they are unless the context then needs
-        them built (topics queued for deletion, failed log directories) or other partitions joined."""
+        them built (topics queued for deletion, failed log directories) or other partitions joined.
+        ``parts``: per broker, the shared lists its states are the concatenation of (``PartedList``)."""
         if not self.is_empty():
             raise IllegalStateError("kept start-up requests go into an empty batch only")
         self._leader_and_isr = {b: states for b, states in leader_and_isr.items() if b >= 0}
+        self._leader_and_isr_parts = {b: p for b, p in (parts or {}).items() if b in self._leader_and_isr}
         self._update_metadata_partitions = dict.fromkeys(update_metadata)
         self._kept_update_metadata = update_metadata
         if update_metadata:
@@ -350,7 +376,14 @@ class ControllerBrokerRequestBatch:
         for broker_id in sorted(self._leader_and_isr):
             if broker_id not in registered:
                 continue
-            states = list(self._leader_and_isr[broker_id].values())
+            pending = self._leader_and_isr[broker_id]
+            parts = self._leader_and_isr_parts.get(broker_id)
+            states: list[LeaderAndIsrPartitionState]
+            if parts and len(pending) >= len(parts) * _MIN_PART:
+                states = PartedList(pending.values())  # the concatenation of ``parts``, by construction
+                states.parts = parts
+            else:
+                states = list(pending.values())
             leaders: list[LiveLeader] = []
             for leader_id in sorted(set(map(_LEADER, states))):
                 if leader_id in registered:
@@ -364,6 +397,7 @@ class ControllerBrokerRequestBatch:
             self._send(broker_id, request, self.on_leader_and_isr_response, LeaderAndIsrResponse)
             sent[broker_id] = len(states)
         self._leader_and_isr = {}
+        self._leader_and_isr_parts = {}
         return sent
 
     def _send_update_metadata(self, controller_epoch: int) -> tuple[list[int], int]:
@@ -387,7 +421,8 @@ class ControllerBrokerRequestBatch:
         self._kept_update_metadata = None
         return targets, partition_count
 
-    def _update_metadata_states(self) -> list[UpdateMetadataPartitionState]:
+    def _update_metadata_states(self) -> SharedList[UpdateMetadataPartitionState]:
+        """The partition states every target broker's UpdateMetadata shares (one list: encoded once)."""
         ctx = self._ctx
         kept = self._kept_update_metadata
         if (
@@ -396,8 +431,8 @@ class ControllerBrokerRequestBatch:
             and not ctx.has_replicas_on_offline_dirs
             and kept.keys() == self._update_metadata_partitions.keys()
         ):
-            return list(kept.values())
-        states: list[UpdateMetadataPartitionState] = []
+            return SharedList(kept.values())
+        states: SharedList[UpdateMetadataPartitionState] = SharedList()
         append = states.append
         skipped = 0
         # Runs for every partition after a failover (100,000+): lookups bound once, and the

@@ -13,7 +13,7 @@ import contextlib
 import http.client
 import json
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -82,7 +82,7 @@ class JsonConnection:
         self._stale = False
         self._aborted = False
 
-    def _request(self, method: str, path: str, body: bytes | None) -> bytes:
+    def _request(self, method: str, path: str, body: bytes | Sequence[bytes | memoryview] | None) -> bytes:
         if self._aborted:
             raise ConnectionAbortedError(f"connection to {self.host}:{self.port} was aborted")
         try:
@@ -92,13 +92,16 @@ class JsonConnection:
                 raise
             return self._attempt(method, path, body)
 
-    def _attempt(self, method: str, path: str, body: bytes | None) -> bytes:
+    def _attempt(self, method: str, path: str, body: bytes | Sequence[bytes | memoryview] | None) -> bytes:
         self._stale = False
         if self._conn is None:
             self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             self._reused = False
         conn = self._conn
         headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
+        if body is not None and not isinstance(body, bytes):
+            # Parts: http.client sends each as it is (no chunked encoding: the length is known).
+            headers["Content-Length"] = str(sum(map(len, body)))
         try:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
@@ -114,8 +117,9 @@ class JsonConnection:
             raise HttpStatusError(response.status, _error_message(data))
         return data
 
-    def post(self, path: str, body: bytes) -> bytes:
-        """POST a JSON body; return the 200 answer's body (``HttpStatusError`` otherwise)."""
+    def post(self, path: str, body: bytes | Sequence[bytes | memoryview]) -> bytes:
+        """POST a JSON body, whole or in parts sent one after the other (``encode_control_request_parts``:
+        no copy of a large shared part); return the 200 answer's body (``HttpStatusError`` otherwise)."""
         return self._request("POST", path, body)
 
     def get(self, path: str) -> bytes:

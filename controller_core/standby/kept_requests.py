@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 from controller_core.context import ControllerContext
-from controller_core.protocol.messages import LeaderAndIsrPartitionState, UpdateMetadataPartitionState
+from controller_core.protocol.messages import LeaderAndIsrPartitionState, SharedList, UpdateMetadataPartitionState
 from controller_core.request_batch import leader_and_isr_state
 
 LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
@@ -43,6 +43,9 @@ LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
 
 UpdateMetadataStates = dict[int, UpdateMetadataPartitionState]
 """Partition number -> its UpdateMetadata partition state, in partition order."""
+
+LeaderAndIsrParts = dict[int, list[SharedList[LeaderAndIsrPartitionState]]]
+"""Per recipient broker: the shared lists of its groups' states, in order."""
 
 _V = TypeVar("_V")
 
@@ -54,15 +57,16 @@ class KeptRequests:
 
         kept = KeptRequests.build(ctx)            # after the kept context's load
         kept.refresh(changed_ids); kept.settle()  # after each re-read applied to ctx
-        leader_and_isr, update_metadata = kept.take()   # at takeover (then dropped)
+        leader_and_isr, update_metadata, parts = kept.take()   # at takeover (then dropped)
     """
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
         self.groups: dict[tuple[int, ...], dict[int, LeaderAndIsrPartitionState]] = {}
         self.update_metadata: UpdateMetadataStates = {}
-        self._recipients: dict[int, tuple[int, ...]] = {}
-        """Partition number -> its group (the live replicas its LeaderAndIsr state is kept for)."""
+        self._recipients: list[tuple[int, ...] | None] = []
+        """Partition number -> its group (the live replicas its LeaderAndIsr state is kept for), None:
+        in none. A column like the table's (8 bytes a partition; a dict was ~70 MB at a million)."""
         self._groups_unsorted = False
         """The groups may be out of the order of their first partitions."""
         self._unsorted_groups: set[tuple[int, ...]] = set()
@@ -87,12 +91,14 @@ class KeptRequests:
         groups = self.groups
         update_metadata = self.update_metadata
         recipients_of = self._recipients
+        if len(recipients_of) < len(tps):  # partitions numbered since the last refresh
+            recipients_of.extend([None] * (len(tps) - len(recipients_of)))
         splits: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for pid in ids:
             tp = tps[pid]
             info = leadership[pid]
             assignment = assignments[pid]
-            before = recipients_of.get(pid)
+            before = recipients_of[pid]
             online: tuple[int, ...] = ()
             if info is not None and assignment is not None and tp in assigned.get(tp.topic, ()):
                 replicas = assignment.replicas
@@ -140,7 +146,7 @@ class KeptRequests:
 
     def _leave(self, pid: int, recipients: tuple[int, ...]) -> None:
         """Take ``pid`` out of its group (a group's first partition leaving may move the group)."""
-        del self._recipients[pid]
+        self._recipients[pid] = None
         group = self.groups[recipients]
         if next(iter(group)) == pid:
             self._groups_unsorted = True
@@ -152,7 +158,7 @@ class KeptRequests:
         """Drop partition numbers ``ids`` (their topic is reloaded: it comes back at the end)."""
         recipients_of = self._recipients
         for pid in ids:
-            recipients = recipients_of.get(pid)
+            recipients = recipients_of[pid] if pid < len(recipients_of) else None
             if recipients is not None:
                 self._leave(pid, recipients)
             self.update_metadata.pop(pid, None)
@@ -181,19 +187,36 @@ class KeptRequests:
         self._groups_unsorted = self._update_metadata_unsorted = False
         unsorted_groups.clear()
 
-    def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates]:
+    def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates, LeaderAndIsrParts]:
         """The kept states for the takeover's batch (this object is then spent): per broker, its
-        groups' partitions group by group, as the start-up adds them."""
+        groups' partitions group by group, as the start-up adds them; and per broker its groups'
+        states as lists shared by the group's recipients, whose concatenation its states are (each
+        group's JSON is then made once for all of them: ``protocol.messages.PartedList``)."""
         self.settle()
         by_broker: LeaderAndIsrStates = {}
+        parts: LeaderAndIsrParts = {}
         for recipients, group in self.groups.items():
+            shared = SharedList(group.values())
             for broker_id in recipients:
                 states = by_broker.get(broker_id)
                 if states is None:
                     by_broker[broker_id] = dict(group)
+                    parts[broker_id] = [shared]
                 else:
                     states.update(group)
-        return by_broker, self.update_metadata
+                    parts[broker_id].append(shared)
+        # A partition is in one group only, so each broker's states are its parts in order; a
+        # recipient list naming a broker twice would break that: no parts for it then.
+        for broker_id, own in list(parts.items()):
+            if sum(map(len, own)) != len(by_broker[broker_id]):
+                del parts[broker_id]
+        return by_broker, self.update_metadata, parts
+
+    def release(self) -> None:
+        """Let go of everything kept (once ``take``'s result is in the takeover's batch): the failover
+        holds this object until it is over, through its largest transients (the requests' encodings,
+        the state snapshot record)."""
+        self.groups, self.update_metadata, self._recipients = {}, {}, []
 
 
 def _sorted(states: dict[int, _V], rank: dict[int, int]) -> dict[int, _V]:

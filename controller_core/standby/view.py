@@ -15,6 +15,7 @@ does no I/O and no locking; ``controller_core.standby.follower`` owns both.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -104,6 +105,8 @@ class ClusterView:
     preferred_election: set[TopicPartition] | None = None
     max_zxid: int = 0
     _shared: dict[tuple[int, ...], ReplicaAssignment] = field(default_factory=dict, repr=False)
+    # Equal ISRs share one tuple (a cluster has few distinct ones): ~64 MB less at a million partitions.
+    _isrs: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     # -- updates ----------------------------------------------------------------------------------
     def apply(self, target: Target, read: Any) -> None:
@@ -122,7 +125,15 @@ class ClusterView:
             if kind is Kind.STATE:
                 tp: TopicPartition = target.key
                 if present:
-                    self.states.setdefault(tp.topic, {})[tp] = codecs.decode_partition_state(data, stat.version)
+                    state = codecs.decode_partition_state(data, stat.version, self._isrs)
+                    by_partition = self.states.get(tp.topic)
+                    if by_partition is None:
+                        by_partition = self.states[tp.topic] = {}
+                    if tp not in by_partition:
+                        # Kept as the table's key too (``WarmContext``): one object a partition, and
+                        # one topic name a topic (a path's split makes a string per znode).
+                        tp = TopicPartition(sys.intern(tp.topic), tp.partition)
+                    by_partition[tp] = state
                 else:
                     self._drop_state(tp)
             elif kind is Kind.TOPIC:

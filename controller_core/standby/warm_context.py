@@ -33,7 +33,7 @@ hands over once it has stopped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from controller_core.context import ControllerContext
@@ -84,7 +84,7 @@ class WarmContext:
         ctx.set_all_topics(view.topics)
         try:
             for topic, assignment in view.topics.items():
-                warm._store_topic(topic, assignment)
+                warm._store_topic(topic, assignment, view.states.get(topic))
         except IllegalStateError as exc:
             warm._break(exc)
             return warm
@@ -198,7 +198,7 @@ class WarmContext:
         if assignment is None:
             return
         ctx.add_topics((topic,))
-        self._store_topic(topic, assignment)
+        self._store_topic(topic, assignment, view.states.get(topic))
         members = table.by_topic.get(topic, {})
         states = view.states.get(topic)
         if states:
@@ -207,12 +207,17 @@ class WarmContext:
         self.kept.refresh(members.values(), at_end=True)
 
     # -- the cold failover's steps, on part of the context ----------------------------------------------
-    def _store_topic(self, topic: str, assignment: TopicAssignment) -> None:
-        """``Controller._store_assignments`` for one topic."""
+    def _store_topic(
+        self, topic: str, assignment: TopicAssignment, known: Collection[TopicPartition] | None = None
+    ) -> None:
+        """``Controller._store_assignments`` for one topic; ``known``: the view's partitions of it."""
         ctx = self.ctx
         if assignment.topic_id:
             ctx.add_topic_id(topic, assignment.topic_id)
         by_partition = {TopicPartition(topic, p): replicas for p, replicas in assignment.partitions.items()}
+        if known:  # the view's own keys, so that the table and the view share one object a partition
+            keys = {tp: tp for tp in known}
+            by_partition = {keys.get(tp, tp): replicas for tp, replicas in by_partition.items()}
         ctx.load_topic_assignment(topic, by_partition)
         for tp, replicas in by_partition.items():
             if replicas.is_being_reassigned:
@@ -311,6 +316,7 @@ def start_replica_state_machine(
     try:
         batch.new_batch()
         batch.add_kept(*kept.take())
+        kept.release()
         batch.send_requests_to_brokers(ctx.epoch)
     except ControllerMovedError:
         raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +21,12 @@ from controller_core.protocol.messages import (
     ErrorCode,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    PartedList,
+    SharedList,
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     decode_control_request,
@@ -326,3 +330,51 @@ def test_a_broker_restarted_on_the_same_port_is_reached_without_a_failed_attempt
         assert [r.controller_epoch for r in second.received] == [2]  # type: ignore[attr-defined]
     finally:
         second.close()
+
+
+def test_a_shared_update_metadata_list_reaches_every_broker_whole_and_is_let_go_once_sent(
+    channels: ControllerChannelManager,
+) -> None:
+    """The list every broker's UpdateMetadata shares goes out as a part of each body (not copied into
+    it): each broker decodes the whole request; and once both are answered nothing in the channel
+    holds the list or its JSON any more (a sender used to keep its last request until the next one
+    came, and an encoding cache the list until four more had been encoded)."""
+    states = SharedList(
+        UpdateMetadataPartitionState(f"t{i % 9}", i, 3, 1 + i % 2, 4, (1, 2), 7, (1, 2), ()) for i in range(1500)
+    )
+    held_here = sys.getrefcount(states)
+    brokers = [FakeBroker(), FakeBroker()]
+    try:
+        responses = Responses()
+        for broker_id, broker in enumerate(brokers, start=1):
+            channels.add_broker(broker.registration(broker_id))
+        for broker_id in (1, 2):
+            channels.send(broker_id, UpdateMetadataRequest(0, 3, broker_id, states, []), responses)
+        wait_for(lambda: len(responses.items) == 2, timeout=20, what="both answers")
+        for broker_id, broker in enumerate(brokers, start=1):
+            assert broker.received == [UpdateMetadataRequest(0, 3, broker_id, list(states), [])]
+        assert states.json == encode(list(states))  # made once, on the list
+        wait_for(lambda: sys.getrefcount(states) == held_here, timeout=5, what="the senders let go of the list")
+    finally:
+        for broker in brokers:
+            broker.close()
+
+
+def test_a_leader_and_isr_of_shared_parts_reaches_the_broker_whole(channels: ControllerChannelManager) -> None:
+    """A LeaderAndIsr whose states are the concatenation of shared parts (a failover's start-up) is sent
+    part by part (the parts' JSON not copied) and the broker decodes the whole request."""
+    parts = [
+        SharedList(partition_state(TopicPartition(f"t{g}", p), 1, 0, [1, 2], [1, 2]) for p in range(700))
+        for g in range(3)
+    ]
+    states = PartedList(s for part in parts for s in part)
+    states.parts = parts
+    broker = FakeBroker()
+    try:
+        channels.add_broker(broker.registration())
+        responses = Responses()
+        channels.send(1, LeaderAndIsrRequest(0, 3, 1, states, []), responses)
+        wait_for(lambda: len(responses.items) == 1, timeout=20, what="the answer")
+        assert broker.received == [LeaderAndIsrRequest(0, 3, 1, list(states), [])]
+    finally:
+        broker.close()

@@ -8,12 +8,14 @@ never by the product's encoder.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from controller_core.protocol.messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LiveLeader,
+    SharedList,
     UpdateMetadataBroker,
     UpdateMetadataEndpoint,
     UpdateMetadataPartitionState,
@@ -21,6 +23,7 @@ from controller_core.protocol.messages import (
     control_request_path,
     decode_control_request,
     encode_control_request,
+    encode_control_request_parts,
 )
 
 
@@ -127,3 +130,30 @@ def test_large_and_small_requests_encode_to_their_json_and_decode_back() -> None
         body = encode_control_request(request)
         assert json.loads(body) == wire
         assert decode_control_request(control_request_path(request), body) == request
+
+
+def test_a_shared_update_metadata_list_is_encoded_once_and_sent_as_a_part_of_each_body() -> None:
+    request, wire = _update_metadata(2500)
+    states = SharedList(request.partition_states)
+    held_here = sys.getrefcount(states)
+    bodies = []
+    for broker_epoch in (5, 6):
+        one = UpdateMetadataRequest(9001, 3, broker_epoch, states, request.live_brokers)
+        parts = encode_control_request_parts(one)
+        assert len(parts) == 3
+        assert b"".join(parts) == encode_control_request(one)
+        assert json.loads(b"".join(parts)) == wire | {"broker_epoch": broker_epoch}
+        assert decode_control_request(control_request_path(one), b"".join(parts)) == one
+        bodies.append(parts)
+    assert bodies[0][1] is bodies[1][1] is states.json  # one encoding, shared, kept on the list
+    del one
+    assert sys.getrefcount(states) == held_here  # no cache holds the list: it goes with its requests
+
+
+def test_a_plain_or_small_list_is_one_part() -> None:
+    for request, _ in (_update_metadata(2500), _update_metadata(3)):
+        small = UpdateMetadataRequest(9001, 3, 5, SharedList(request.partition_states[:3]), request.live_brokers)
+        for one in (request, small):
+            parts = encode_control_request_parts(one)
+            assert len(parts) == 1
+            assert decode_control_request(control_request_path(one), bytes(parts[0])) == one

@@ -71,3 +71,17 @@ def test_admin_znodes_invalid_json_reads_as_an_empty_request() -> None:
     assert view.reassignment is None and view.topic_deletions == {"t"}
     view.apply(Target(Kind.DELETION, "t"), DataResult(None, None, NoNodeError()))
     assert view.topic_deletions == set()
+
+
+def test_states_read_one_by_one_share_equal_isrs() -> None:
+    """A standby reads states one znode at a time: equal ISRs (most of them) must still share one tuple,
+    as a failover's bulk read shares them, or a million partitions keep ~64 MB of copies."""
+    view = ClusterView()
+    tps = [TopicPartition("orders", p) for p in range(3)]
+    for p, tp in enumerate(tps):
+        isr = (1, 2) if p < 2 else (2, 1)
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(isr[0], 4, isr), 3)
+        view.apply(Target(Kind.STATE, tp), DataResult(codecs.encode_partition_state(state), _stat(version=p)))
+    first, second, third = (view.leadership_for([tp])[tp].leader_and_isr.isr for tp in tps)
+    assert first == second == (1, 2) and first is second
+    assert third == (2, 1)

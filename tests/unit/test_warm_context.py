@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 from kazoo.exceptions import NoNodeError
 
@@ -22,9 +23,9 @@ from controller_core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from controller_core.protocol.messages import encode, encode_control_request
+from controller_core.protocol.messages import PartedList, encode, encode_control_request, encode_control_request_parts
 from controller_core.standby.kept_requests import KeptRequests
-from controller_core.standby.view import ClusterView, Kind, Target
+from controller_core.standby.view import ClusterView, Kind, Target, classify
 from controller_core.standby.warm_context import (
     IDENTITY_FIELDS,
     WarmContext,
@@ -149,7 +150,9 @@ def _kept_requests(kept: KeptRequests) -> dict[str, Any]:
         assert ranks == sorted(ranks), "out of the context's partition order"
     firsts = [rank[next(iter(group))] for group in kept.groups.values()]
     assert firsts == sorted(firsts), "groups out of order"
-    leader_and_isr, update_metadata = kept.take()
+    leader_and_isr, update_metadata, parts = kept.take()
+    for broker_id, own in parts.items():  # each broker's states are its shared parts, in order
+        assert [s for part in own for s in part] == list(leader_and_isr[broker_id].values())
     tps = kept.ctx.table.tps
     return {
         "leader_and_isr": {b: {tps[pid]: s for pid, s in states.items()} for b, states in leader_and_isr.items()},
@@ -298,6 +301,49 @@ def test_the_kept_requests_are_the_bytes_the_start_up_sends_on_the_same_context(
     assert sent[0] and sent[1] == sent[0]
 
 
+def test_a_large_start_up_sends_each_groups_leader_and_isr_json_once_warm_or_cold() -> None:
+    """3,000 partitions over 5 brokers: each broker's LeaderAndIsr is made of its replica lists' shared
+    parts (one JSON each for all their replicas), warm or cold, and the bytes are those of the plain
+    list, the same on both paths."""
+    view = ClusterView()
+    view.brokers = {b: BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9000 + b),)) for b in range(1, 6)}
+    for t in range(30):
+        replicas = {p: ReplicaAssignment.of([1 + (t + p + k) % 5 for k in range(3)]) for p in range(100)}
+        view.topics[f"t{t}"] = TopicAssignment(f"id-{t}", replicas)
+        view.states[f"t{t}"] = {
+            TopicPartition(f"t{t}", p): LeaderIsrAndControllerEpoch(LeaderAndIsr(a.replicas[0], 4, a.replicas, 2), 3)
+            for p, a in replicas.items()
+        }
+    sent: list[list[tuple[int, bytes]]] = []
+    for use_kept in (False, True):
+        warm = WarmContext.load(1, view)
+        h = make_harness(brokers=(), decide_from_cache=True)
+        for states in view.states.values():
+            for tp, state in states.items():
+                lai = state.leader_and_isr
+                h.store.seed_state(tp, lai.leader, lai.isr, leader_epoch=lai.leader_epoch, version=lai.zk_version)
+        adopt(h.ctx, warm.ctx)
+        if use_kept:
+            start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
+            assert not warm.kept.groups and not warm.kept.update_metadata  # let go once in the batch
+        else:
+            h.rsm.startup()
+        leader_and_isr = [s.request for s in h.transport.sent if s.kind == "LeaderAndIsr"]
+        assert len(leader_and_isr) == 5
+        holders: dict[int, int] = {}
+        for request in leader_and_isr:
+            states = request.partition_states
+            assert isinstance(states, PartedList) and len(states) == 1800
+            assert [s for part in states.parts for s in part] == list(states)
+            for part in states.parts:
+                holders[id(part)] = holders.get(id(part), 0) + 1
+            plain = msgspec.structs.replace(request, partition_states=list(states))
+            assert b"".join(encode_control_request_parts(request)) == encode_control_request(plain)
+        assert set(holders.values()) == {3}  # every part shared by its three replicas' requests
+        sent.append([(s.broker_id, encode_control_request(s.request)) for s in h.transport.sent])
+    assert sent[0] == sent[1]
+
+
 def test_a_topic_queued_for_deletion_gets_its_update_metadata_built_not_kept() -> None:
     view = ClusterView()
     reg = {b: BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9000 + b),)) for b in (1, 2)}
@@ -312,3 +358,26 @@ def test_a_topic_queued_for_deletion_gets_its_update_metadata_built_not_kept() -
     start_replica_state_machine(h.rsm, h.replica_batch, h.ctx, h.log, warm.kept)
     updates = [s.request for s in h.transport.sent if s.kind == "UpdateMetadata"]
     assert len(updates) == 2 and all([p.leader for p in u.partition_states] == [-2] for u in updates)
+
+
+def test_the_kept_context_and_the_view_share_one_partition_key_and_one_topic_name() -> None:
+    """A standby holds its view and the context built from it: a partition's key object (and its
+    topic's name) is one object in both, as a cold load's keys are one per partition."""
+    view = ClusterView()
+    view.apply(
+        Target(Kind.TOPIC, "orders"),
+        _Read(
+            codecs.encode_topic_assignment({p: ReplicaAssignment.of([1, 2]) for p in range(4)}, "id"), _Stat(0, 5, 5)
+        ),
+    )
+    for p in range(4):
+        target = classify("/brokers/topics/" + "ord" + f"ers/partitions/{p}/state")  # a new name each time
+        assert target is not None
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 4, (1, 2)), 3)
+        view.apply(target, _Read(codecs.encode_partition_state(state), _Stat(0, 6 + p, 6 + p)))
+    warm = WarmContext.load(1, view)
+    view_keys = {tp: tp for tp in view.states["orders"]}
+    assert len(warm.ctx.table.tps) == 4
+    for tp in warm.ctx.table.tps:
+        assert view_keys[tp] is tp
+    assert len({id(tp.topic) for tp in warm.ctx.table.tps}) == 1
