@@ -218,11 +218,30 @@ class ControllerBrokerRequestBatch:
         groups: dict[tuple[int, ...], list[tuple[int, LeaderAndIsrPartitionState]]] = {}
         numbers: list[int] = []
         number = numbers.append
+        state = LeaderAndIsrPartitionState
         for broker_ids, pid, info, assignment in entries:
             number(pid)
             recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
             group = groups.get(recipients)
-            item = (pid, leader_and_isr_state(tps[pid], info, assignment, is_new))
+            tp = tps[pid]
+            lai = info.leader_and_isr
+            # leader_and_isr_state(tp, info, assignment, is_new) without the call: once per partition.
+            item = (
+                pid,
+                state(
+                    tp.topic,
+                    tp.partition,
+                    info.controller_epoch,
+                    lai.leader,
+                    lai.leader_epoch,
+                    lai.isr,
+                    lai.zk_version,
+                    assignment.replicas,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                    is_new,
+                ),
+            )
             if group is None:
                 groups[recipients] = [item]
             else:
@@ -315,6 +334,31 @@ class ControllerBrokerRequestBatch:
                 previous = per_broker.get(tp)
                 delete = previous is not None and previous.delete_partition
             per_broker[tp] = StopReplicaPartitionState(tp.topic, tp.partition, leader_epoch, delete)
+
+    def add_stop_replica_requests_by_id(self, broker_id: int, ids: Iterable[int], delete_partition: bool) -> None:
+        """``add_stop_replica_requests_for_broker`` for partitions given by number of the context's table
+        (a controlled shutdown's or a broker failure's replicas: no ``TopicPartition`` turned back into
+        a number). The same states: the leader epoch fences stale requests, -2 while deleting, and a
+        delete already pending for the broker stays a delete."""
+        if broker_id < 0:
+            return
+        ctx = self._ctx
+        deleting = ctx.topics_to_be_deleted
+        table = ctx.table
+        tps, leadership = table.tps, table.leadership
+        per_broker = self._stop_replica.get(broker_id)
+        if per_broker is None:
+            per_broker = self._stop_replica[broker_id] = {}
+        state = StopReplicaPartitionState
+        no_epoch = NO_EPOCH
+        if not per_broker and not deleting:  # a fresh batch (the usual case): no earlier delete to keep
+            for pid in ids:
+                tp = tps[pid]
+                info = leadership[pid]
+                leader_epoch = no_epoch if info is None else info.leader_and_isr.leader_epoch
+                per_broker[tp] = state(tp.topic, tp.partition, leader_epoch, delete_partition)
+            return
+        self.add_stop_replica_requests_for_broker(broker_id, [tps[pid] for pid in ids], delete_partition)
 
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
