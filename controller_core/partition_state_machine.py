@@ -350,6 +350,10 @@ class PartitionStateMachine(StateMachineParts):
 
         outcomes = self._run_strategy(candidates, strategy)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        # In to_write's order: each partition's number and its election's outcome (paired with the
+        # store's outcomes by position).
+        write_ids: list[int] = []
+        decisions: list[ElectionOutcome] = []
         # A cached state that allows no election is confirmed on ZooKeeper before the partition
         # fails: no write means no conflict would have caught a stale cache.
         unconfirmed: list[int] = []
@@ -363,6 +367,8 @@ class PartitionStateMachine(StateMachineParts):
                 )
             else:
                 to_write[tps[pid]] = elected_state
+                write_ids.append(pid)
+                decisions.append(outcome)
                 if unclean:
                     self.unclean_leader_elections += 1
         if not to_write:
@@ -380,7 +386,9 @@ class PartitionStateMachine(StateMachineParts):
         name = strategy.name
         online = _P.ONLINE
         try:
-            for pid, tp, result in self._write_states(to_write):
+            for pid, (_, recipients, unclean), (tp, result) in zip(
+                write_ids, decisions, self._write_states(to_write), strict=True
+            ):
                 if result is None:
                     retry.append(pid)
                     continue
@@ -389,7 +397,6 @@ class PartitionStateMachine(StateMachineParts):
                     continue
                 info = LeaderIsrAndControllerEpoch(result, epoch)
                 written.append((pid, info))
-                _, recipients, unclean = outcomes[pid]
                 requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
                 record((tp, states[pid], online, name, before[pid], result, unclean))
                 results[tp] = result

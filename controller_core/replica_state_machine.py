@@ -380,7 +380,8 @@ class ReplicaStateMachine(StateMachineParts):
 
         current: dict[int, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
-        before: dict[int, LeaderAndIsr] = {}
+        adjusted_ids: list[int] = []  # the numbers of adjusted's partitions, in its order
+        before: list[LeaderAndIsr] = []  # and the states they leave
         unconfirmed: list[int] = []
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
         # The ISR without broker_id, per ISR: a shutdown's 20,000 partitions have a few dozen ISRs.
@@ -431,7 +432,8 @@ class ReplicaStateMachine(StateMachineParts):
                 new_isr,
                 leader_and_isr.zk_version,
             )
-            before[pid] = leader_and_isr
+            adjusted_ids.append(pid)
+            before.append(leader_and_isr)
 
         kept: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         for pid, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
@@ -447,13 +449,13 @@ class ReplicaStateMachine(StateMachineParts):
             records: list[PartitionRow] = []
             record = records.append
             try:
-                for pid, tp, outcome in self._write_states(adjusted):
+                for pid, left, (tp, outcome) in zip(adjusted_ids, before, self._write_states(adjusted), strict=True):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):
                         finished[pid] = outcome
                     else:
-                        record((tp, None, None, None, before[pid], outcome, None))
+                        record((tp, None, None, None, left, outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((pid, info))
                         finished[pid] = info
