@@ -24,20 +24,16 @@ def partitions_to_move(ctx: ControllerContext, broker_id: int) -> tuple[list[int
     deleting = ctx.topics_to_be_deleted
     table = ctx.table
     leadership, assignments, tps = table.leadership, table.assignment, table.tps
-    on_broker = table.by_broker.get(broker_id, set())
-    leading = table.by_leader.get(broker_id, set())  # the leader index: partitions whose leader it is
-    # Split by the indexes in C; per partition only what they do not say (a leadership, a second replica).
-    led = sorted([pid for pid in on_broker & leading if (a := assignments[pid]) is not None and len(a.replicas) > 1])
-    followed = sorted(
-        [
-            pid
-            for pid in on_broker - leading
-            if leadership[pid] is not None and (a := assignments[pid]) is not None and len(a.replicas) > 1
-        ]
-    )
-    if deleting:
-        led = [pid for pid in led if tps[pid].topic not in deleting]
-        followed = [pid for pid in followed if tps[pid].topic not in deleting]
+    led: list[int] = []
+    followed: list[int] = []
+    for pid in sorted(ctx.partition_ids_on_broker(broker_id)):
+        info = leadership[pid]
+        assignment = assignments[pid]
+        if info is None or assignment is None or len(assignment.replicas) <= 1:
+            continue
+        if deleting and tps[pid].topic in deleting:
+            continue
+        (led if info.leader_and_isr.leader == broker_id else followed).append(pid)
     return led, followed
 
 

@@ -123,6 +123,9 @@ class ControllerBrokerRequestBatch:
         self.on_stop_replica_response = on_stop_replica_response
         # Pending partitions are keyed by the context's partition numbers (ints hash for free).
         self._leader_and_isr: dict[int, dict[int, LeaderAndIsrPartitionState]] = {}
+        # The brokers whose pending LeaderAndIsr holds a new partition state (``is_new`` is sticky): only
+        # theirs need a look per partition when more states are added.
+        self._with_new: set[int] = set()
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: dict[int, None] = {}  # insertion-ordered set of partition numbers
@@ -154,6 +157,7 @@ class ControllerBrokerRequestBatch:
 
     def clear(self) -> None:
         self._leader_and_isr = {}
+        self._with_new = set()
         self._stop_replica = {}
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
@@ -253,15 +257,20 @@ class ControllerBrokerRequestBatch:
             for broker_id in recipients:
                 if broker_id >= 0:
                     by_broker.setdefault(broker_id, []).extend(group)
+        with_new = self._with_new
         for broker_id, items in by_broker.items():
             per_broker = pending.get(broker_id)
             if per_broker is None:
                 pending[broker_id] = dict(items)
-                continue
-            sticky = [] if is_new else [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
-            per_broker.update(items)
-            for pid in sticky:
-                per_broker[pid] = msgspec.structs.replace(per_broker[pid], is_new=True)
+            elif is_new or broker_id not in with_new:  # no pending new state of this broker to keep new
+                per_broker.update(items)
+            else:
+                sticky = [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
+                per_broker.update(items)
+                for pid in sticky:
+                    per_broker[pid] = msgspec.structs.replace(per_broker[pid], is_new=True)
+        if is_new:
+            with_new.update(by_broker)
         self._update_metadata_partitions.update(dict.fromkeys(numbers))
         registered = self._ctx.live_or_shutting_down_broker_ids
         if registered is not self._merged_registered:
@@ -281,6 +290,7 @@ class ControllerBrokerRequestBatch:
         if not self.is_empty():
             raise IllegalStateError("kept start-up requests go into an empty batch only")
         self._leader_and_isr = {b: states for b, states in leader_and_isr.items() if b >= 0}
+        self._with_new = set()  # kept start-up states are never new
         self._update_metadata_partitions = dict.fromkeys(update_metadata)
         self._kept_update_metadata = update_metadata
         if update_metadata:
@@ -408,6 +418,7 @@ class ControllerBrokerRequestBatch:
             self._send(broker_id, request, self.on_leader_and_isr_response, LeaderAndIsrResponse)
             sent[broker_id] = len(states)
         self._leader_and_isr = {}
+        self._with_new = set()
         return sent
 
     def _send_update_metadata(self, controller_epoch: int) -> tuple[list[int], int]:
