@@ -55,6 +55,6 @@ def move_off_broker(
         send_held()  # the new leaders take over before the ISR shrinks below
     if followed:
         batch.new_batch()
-        batch.add_stop_replica_requests_for_broker(broker_id, ctx.partitions_of(followed), delete_partition=False)
+        batch.add_stop_replica_requests_by_id(broker_id, followed, delete_partition=False)
         batch.send_requests_to_brokers(ctx.epoch)
         replica_sm.handle_replica_ids(broker_id, followed, ReplicaState.OFFLINE)

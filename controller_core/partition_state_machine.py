@@ -50,7 +50,7 @@ from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
-from controller_core.state_machine_parts import StateMachineParts
+from controller_core.state_machine_parts import WRITE_SLICE, StateMachineParts
 from controller_core.states import PartitionState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -350,6 +350,10 @@ class PartitionStateMachine(StateMachineParts):
 
         outcomes = self._run_strategy(candidates, strategy)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        # In to_write's order: each partition's number and its election's outcome (paired with the
+        # store's outcomes by position).
+        write_ids: list[int] = []
+        decisions: list[ElectionOutcome] = []
         # A cached state that allows no election is confirmed on ZooKeeper before the partition
         # fails: no write means no conflict would have caught a stale cache.
         unconfirmed: list[int] = []
@@ -363,6 +367,8 @@ class PartitionStateMachine(StateMachineParts):
                 )
             else:
                 to_write[tps[pid]] = elected_state
+                write_ids.append(pid)
+                decisions.append(outcome)
                 if unclean:
                     self.unclean_leader_elections += 1
         if not to_write:
@@ -376,28 +382,39 @@ class PartitionStateMachine(StateMachineParts):
         epoch = ctx.epoch
         assignments, states = table.assignment, table.state
         records: list[PartitionRow] = []
-        record = records.append
         name = strategy.name
         online = _P.ONLINE
+        log, batch = self._log, self._batch
+
+        def take() -> None:
+            """Record, cache and request the results taken since the last call."""
+            nonlocal written, requests, records
+            log.partition_records(RecordKind.ELECTION, records)
+            ctx.put_leadership_by_id(written)
+            batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
+            elected.extend([pid for pid, _ in written])
+            written, requests, records = [], [], []
+
         try:
-            for pid, tp, result in self._write_states(to_write):
+            # Every WRITE_SLICE results the work on them is done while ZooKeeper applies the next multis
+            # (the same records, cache entries and request entries, in the same order, as in one go).
+            for n, (pid, (_, recipients, unclean), (tp, result)) in enumerate(
+                zip(write_ids, decisions, self._write_states(to_write), strict=True), 1
+            ):
                 if result is None:
                     retry.append(pid)
-                    continue
-                if isinstance(result, Exception):
+                elif isinstance(result, Exception):
                     results[tp] = result
-                    continue
-                info = LeaderIsrAndControllerEpoch(result, epoch)
-                written.append((pid, info))
-                _, recipients, unclean = outcomes[pid]
-                requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
-                record((tp, states[pid], online, name, before[pid], result, unclean))
-                results[tp] = result
+                else:
+                    info = LeaderIsrAndControllerEpoch(result, epoch)
+                    written.append((pid, info))
+                    requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
+                    records.append((tp, states[pid], online, name, before[pid], result, unclean))
+                    results[tp] = result
+                if not n % WRITE_SLICE:
+                    take()
         finally:  # what was written is recorded, cached and requested even when a later multi fails
-            self._log.partition_records(RecordKind.ELECTION, records)
-            ctx.put_leadership_by_id(written)
-            self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
-            elected.extend(pid for pid, _ in written)
+            take()
         results.update(failed)
         return results, [*retry, *unconfirmed]
 

@@ -32,7 +32,7 @@ from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
-from controller_core.state_machine_parts import StateMachineParts
+from controller_core.state_machine_parts import WRITE_SLICE, StateMachineParts
 from controller_core.states import ReplicaState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -302,7 +302,7 @@ class ReplicaStateMachine(StateMachineParts):
                 with_leadership.append(pid)
             else:
                 without_leadership.append(PartitionAndReplica(tps[pid], broker_id))
-        batch.add_stop_replica_requests_for_broker(broker_id, [tps[pid] for pid in ids], False)
+        batch.add_stop_replica_requests_by_id(broker_id, ids, False)
 
         updated = self._remove_replicas_from_isr(broker_id, with_leadership)
         deleting = ctx.topics_to_be_deleted
@@ -380,9 +380,13 @@ class ReplicaStateMachine(StateMachineParts):
 
         current: dict[int, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
-        before: dict[int, LeaderAndIsr] = {}
+        adjusted_ids: list[int] = []  # the numbers of adjusted's partitions, in its order
+        before: list[LeaderAndIsr] = []  # and the states they leave
         unconfirmed: list[int] = []
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
+        # The ISR without broker_id, per ISR: a shutdown's 20,000 partitions have a few dozen ISRs.
+        shrunk: dict[tuple[int, ...], tuple[int, ...]] = {}
+        state_of = LeaderAndIsr
         for pid in ids:
             # The cached state when deciding on the cache (most partitions), else what was read.
             state = leadership[pid] if from_cache else None
@@ -415,12 +419,21 @@ class ReplicaStateMachine(StateMachineParts):
                 else:
                     current[pid] = leader_and_isr
                 continue
-            new_leader = NO_LEADER if leader_and_isr.leader == broker_id else leader_and_isr.leader
-            # Never write an empty ISR: the last member stays, even when it is offline (§15.2).
+            leader = leader_and_isr.leader
             isr = leader_and_isr.isr
-            new_isr = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
-            adjusted[tps[pid]] = leader_and_isr.new_leader_and_isr(new_leader, new_isr)
-            before[pid] = leader_and_isr
+            new_isr = shrunk.get(isr)
+            if new_isr is None:
+                # Never write an empty ISR: the last member stays, even when it is offline (§15.2).
+                new_isr = shrunk[isr] = isr if len(isr) == 1 else tuple([r for r in isr if r != broker_id])
+            # LeaderAndIsr.new_leader_and_isr without the method call: a new leader epoch, the same version.
+            adjusted[tps[pid]] = state_of(
+                NO_LEADER if leader == broker_id else leader,
+                leader_and_isr.leader_epoch + 1,
+                new_isr,
+                leader_and_isr.zk_version,
+            )
+            adjusted_ids.append(pid)
+            before.append(leader_and_isr)
 
         kept: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         for pid, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
@@ -434,21 +447,34 @@ class ReplicaStateMachine(StateMachineParts):
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
             written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
-            record = records.append
+            log = self._log
+
+            def take() -> None:
+                """Record and cache the results taken since the last call."""
+                nonlocal written, records
+                log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
+                ctx.put_leadership_by_id(written)
+                written, records = [], []
+
             try:
-                for pid, tp, outcome in self._write_states(adjusted):
+                # Every WRITE_SLICE results the work on them is done while ZooKeeper applies the next
+                # multis (the same records and cache entries, in the same order, as in one go).
+                for n, (pid, left, (tp, outcome)) in enumerate(
+                    zip(adjusted_ids, before, self._write_states(adjusted), strict=True), 1
+                ):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):
                         finished[pid] = outcome
                     else:
-                        record((tp, None, None, None, before[pid], outcome, None))
+                        records.append((tp, None, None, None, left, outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((pid, info))
                         finished[pid] = info
+                    if not n % WRITE_SLICE:
+                        take()
             finally:  # what was written is recorded and cached even when a later multi fails
-                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
-                ctx.put_leadership_by_id(written)
+                take()
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------

@@ -133,6 +133,9 @@ class ControllerBrokerRequestBatch:
         # that its JSON is made once for all of them (``PartedList``). Dropped when the broker's
         # pending states change otherwise.
         self._leader_and_isr_parts: dict[int, list[SharedList[LeaderAndIsrPartitionState]]] = {}
+        # The brokers whose pending LeaderAndIsr holds a new partition state (``is_new`` is sticky): only
+        # theirs need a look per partition when more states are added.
+        self._with_new: set[int] = set()
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: dict[int, None] = {}  # insertion-ordered set of partition numbers
@@ -165,6 +168,7 @@ class ControllerBrokerRequestBatch:
     def clear(self) -> None:
         self._leader_and_isr = {}
         self._leader_and_isr_parts = {}
+        self._with_new = set()
         self._stop_replica = {}
         self._update_metadata_brokers = set()
         self._update_metadata_partitions = {}
@@ -229,11 +233,30 @@ class ControllerBrokerRequestBatch:
         groups: dict[tuple[int, ...], list[tuple[int, LeaderAndIsrPartitionState]]] = {}
         numbers: list[int] = []
         number = numbers.append
+        state = LeaderAndIsrPartitionState
         for broker_ids, pid, info, assignment in entries:
             number(pid)
             recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
             group = groups.get(recipients)
-            item = (pid, leader_and_isr_state(tps[pid], info, assignment, is_new))
+            tp = tps[pid]
+            lai = info.leader_and_isr
+            # leader_and_isr_state(tp, info, assignment, is_new) without the call: once per partition.
+            item = (
+                pid,
+                state(
+                    tp.topic,
+                    tp.partition,
+                    info.controller_epoch,
+                    lai.leader,
+                    lai.leader_epoch,
+                    lai.isr,
+                    lai.zk_version,
+                    assignment.replicas,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                    is_new,
+                ),
+            )
             if group is None:
                 groups[recipients] = [item]
             else:
@@ -247,6 +270,7 @@ class ControllerBrokerRequestBatch:
                     by_broker.setdefault(broker_id, []).extend(group)
         shared: dict[tuple[int, ...], SharedList[LeaderAndIsrPartitionState]] = {}  # a group's states
         parts = self._leader_and_isr_parts
+        with_new = self._with_new
         for broker_id, items in by_broker.items():
             per_broker = pending.get(broker_id)
             if per_broker is None:
@@ -262,10 +286,15 @@ class ControllerBrokerRequestBatch:
                     parts[broker_id] = own
                 continue
             parts.pop(broker_id, None)
-            sticky = [] if is_new else [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
-            per_broker.update(items)
-            for pid in sticky:
-                per_broker[pid] = msgspec.structs.replace(per_broker[pid], is_new=True)
+            if is_new or broker_id not in with_new:  # no pending new state of this broker to keep new
+                per_broker.update(items)
+            else:
+                sticky = [pid for pid, _ in items if (p := per_broker.get(pid)) is not None and p.is_new]
+                per_broker.update(items)
+                for pid in sticky:
+                    per_broker[pid] = msgspec.structs.replace(per_broker[pid], is_new=True)
+        if is_new:
+            with_new.update(by_broker)
         self._update_metadata_partitions.update(dict.fromkeys(numbers))
         registered = self._ctx.live_or_shutting_down_broker_ids
         if registered is not self._merged_registered:
@@ -288,6 +317,7 @@ class ControllerBrokerRequestBatch:
             raise IllegalStateError("kept start-up requests go into an empty batch only")
         self._leader_and_isr = {b: states for b, states in leader_and_isr.items() if b >= 0}
         self._leader_and_isr_parts = {b: p for b, p in (parts or {}).items() if b in self._leader_and_isr}
+        self._with_new = set()  # kept start-up states are never new
         self._update_metadata_partitions = dict.fromkeys(update_metadata)
         self._kept_update_metadata = update_metadata
         if update_metadata:
@@ -341,6 +371,31 @@ class ControllerBrokerRequestBatch:
                 previous = per_broker.get(tp)
                 delete = previous is not None and previous.delete_partition
             per_broker[tp] = StopReplicaPartitionState(tp.topic, tp.partition, leader_epoch, delete)
+
+    def add_stop_replica_requests_by_id(self, broker_id: int, ids: Iterable[int], delete_partition: bool) -> None:
+        """``add_stop_replica_requests_for_broker`` for partitions given by number of the context's table
+        (a controlled shutdown's or a broker failure's replicas: no ``TopicPartition`` turned back into
+        a number). The same states: the leader epoch fences stale requests, -2 while deleting, and a
+        delete already pending for the broker stays a delete."""
+        if broker_id < 0:
+            return
+        ctx = self._ctx
+        deleting = ctx.topics_to_be_deleted
+        table = ctx.table
+        tps, leadership = table.tps, table.leadership
+        per_broker = self._stop_replica.get(broker_id)
+        if per_broker is None:
+            per_broker = self._stop_replica[broker_id] = {}
+        state = StopReplicaPartitionState
+        no_epoch = NO_EPOCH
+        if not per_broker and not deleting:  # a fresh batch (the usual case): no earlier delete to keep
+            for pid in ids:
+                tp = tps[pid]
+                info = leadership[pid]
+                leader_epoch = no_epoch if info is None else info.leader_and_isr.leader_epoch
+                per_broker[tp] = state(tp.topic, tp.partition, leader_epoch, delete_partition)
+            return
+        self.add_stop_replica_requests_for_broker(broker_id, [tps[pid] for pid in ids], delete_partition)
 
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
@@ -398,6 +453,7 @@ class ControllerBrokerRequestBatch:
             sent[broker_id] = len(states)
         self._leader_and_isr = {}
         self._leader_and_isr_parts = {}
+        self._with_new = set()
         return sent
 
     def _send_update_metadata(self, controller_epoch: int) -> tuple[list[int], int]:

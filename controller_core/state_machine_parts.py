@@ -11,9 +11,13 @@ from collections.abc import Iterator, Mapping
 
 from controller_core.context import ControllerContext
 from controller_core.model import LeaderAndIsr, TopicPartition
-from controller_core.ports import PartitionStateStore
+from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import StateChangeLogger
+
+WRITE_SLICE = 2048
+"""State-write results taken at a time (recorded, cached, requested) while the next multis are in flight:
+about two multis' worth, so the work on them overlaps ZooKeeper's on the rest of a big batch."""
 
 
 class StateMachineParts:
@@ -35,14 +39,13 @@ class StateMachineParts:
         self.decide_from_cache = decide_from_cache
         """First round on cached states (controller_core.cached_states); False: Kafka's read-first."""
 
-    def _write_states(
-        self, states: Mapping[TopicPartition, LeaderAndIsr]
-    ) -> Iterator[tuple[int, TopicPartition, LeaderAndIsr | Exception | None]]:
-        """Write ``states`` conditionally, fenced by this controller's epoch; yield each partition's
-        number, the partition and its outcome (the new state, an error, or None: a version conflict to
-        retry on a fresh read) as its multi comes back, so the caller's work on the first results
-        overlaps ZooKeeper's on the rest."""
+    def _write_states(self, states: Mapping[TopicPartition, LeaderAndIsr]) -> Iterator[LeaderAndIsrWrite]:
+        """Write ``states`` conditionally, fenced by this controller's epoch; yield each partition and
+        its outcome (the new state, an error, or None: a version conflict to retry on a fresh read) as
+        its multi comes back, so the caller's work on the first results overlaps ZooKeeper's on the rest.
+
+        The outcomes come in the order of ``states`` (``ports.PartitionStateStore``): callers pair them
+        with the partitions' numbers by position (``zip(..., strict=True)``, in C) instead of looking
+        each partition up again."""
         ctx = self._ctx
-        ids_get = ctx.table.ids.__getitem__
-        for tp, outcome in self._store.update_leader_and_isr_iter(states, ctx.epoch, ctx.epoch_zk_version):
-            yield ids_get(tp), tp, outcome
+        return self._store.update_leader_and_isr_iter(states, ctx.epoch, ctx.epoch_zk_version)

@@ -164,6 +164,31 @@ def test_delete_partition_is_sticky(s: Setup, flags: tuple[bool, bool], expected
     assert s.batch.stop_replica_requests[1][T0].delete_partition is expected
 
 
+@pytest.mark.parametrize("deleting", [False, True])
+@pytest.mark.parametrize("earlier_delete", [False, True])
+def test_stop_replica_by_number_builds_the_states_of_the_partition_path(deleting: bool, earlier_delete: bool) -> None:
+    """``add_stop_replica_requests_by_id`` (a shutdown's bulk path, with its fresh-batch shortcut) gives
+    exactly what ``add_stop_replica_requests_for_broker`` gives: leader epochs, -2 while deleting, -1
+    without leadership, a pending delete kept."""
+    by_tp, by_id = Setup(), Setup()
+    unknown = TopicPartition("orders", 2)
+    for setup in (by_tp, by_id):
+        setup.ctx.update_partition_full_replica_assignment(unknown, ReplicaAssignment.of([1, 2, 3]))
+        if deleting:
+            setup.ctx.queue_topic_deletion(["doomed"])
+        if earlier_delete:
+            setup.batch.add_stop_replica_request_for_brokers([1], T1, delete_partition=True)
+    partitions = [T0, T1, D0, unknown]
+    by_tp.batch.add_stop_replica_requests_for_broker(1, partitions, delete_partition=False)
+    by_id.batch.add_stop_replica_requests_by_id(1, by_id.ctx.partition_ids(partitions), delete_partition=False)
+    by_id.batch.add_stop_replica_requests_by_id(-1, by_id.ctx.partition_ids(partitions), delete_partition=True)
+    assert by_id.batch.stop_replica_requests == by_tp.batch.stop_replica_requests
+    pending = by_id.batch.stop_replica_requests[1]
+    assert pending[T0].leader_epoch == 7 and pending[unknown].leader_epoch == -1
+    assert pending[D0].leader_epoch == (-2 if deleting else 7)
+    assert pending[T1].delete_partition is earlier_delete
+
+
 # --- UpdateMetadata -----------------------------------------------------------------------------------------
 
 

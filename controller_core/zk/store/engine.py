@@ -151,6 +151,25 @@ class FencedMultiEngine(StoreBase):
         if current:
             yield current
 
+    def _prepared_chunks(self, blobs: Sequence[bytes], reply_bytes: int) -> Iterator[list[int]]:
+        """``_encoded_chunks`` for ops their caller encoded already (``blobs``: each op's exact
+        ``_encode`` bytes, every op of one kind whose reply takes ``reply_bytes``): only the split into
+        multis is left per op, by the same rules (request and reply under the budget, at most
+        ``max_ops_per_multi`` ops)."""
+        budget = self._multi_budget()
+        cap = budget // reply_bytes  # (n + 1) * reply_bytes > budget exactly when n >= cap
+        if self.max_ops_per_multi:
+            cap = min(cap, self.max_ops_per_multi)
+        start = request = 0
+        for i, size in enumerate(map(len, blobs)):
+            req = size + TXN_SLACK
+            if i > start and (i - start >= cap or request + req > budget):
+                yield list(range(start, i))
+                start, request = i, 0
+            request += req
+        if len(blobs) > start:
+            yield list(range(start, len(blobs)))
+
     def _check_prefix(self, expected: int) -> bytes:
         return self._encode(Op(CHECK, paths.CONTROLLER_EPOCH_PATH, version=expected))
 
@@ -173,7 +192,9 @@ class FencedMultiEngine(StoreBase):
         """
         return [outcome for _, outcome in self._fenced_write_iter(ops, expected)]
 
-    def _fenced_write_iter(self, ops: Sequence[Op], expected: int) -> Iterator[tuple[int, WriteOutcome]]:
+    def _fenced_write_iter(
+        self, ops: Sequence[Op], expected: int, prepared: tuple[list[bytes], int] | None = None
+    ) -> Iterator[tuple[int, WriteOutcome]]:
         """``_fenced_write`` as it happens: ``(index, outcome)`` for every op, in index order, each as
         soon as its multi has come back, so the caller's work on the first results overlaps
         ZooKeeper's on the rest (a 30,000-partition controlled shutdown spends ~0.25 s waiting).
@@ -184,6 +205,10 @@ class FencedMultiEngine(StoreBase):
         multis ran while this controller still held the epoch, so they stay true. With test pause
         points or the reliability history enabled every outcome is held until the batch is complete
         (``after_write`` then means "before any result is used").
+
+        ``prepared`` is ``(blobs, reply_bytes)`` when the caller has encoded the ops in bulk already
+        (``_prepared_chunks``: the state writes of an election) and checked their sizes; ``ops`` is then
+        read only for what needs an op's path (an error, a replay's confirmation, the history).
         """
         if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
             raise ValueError(f"expected controller epoch zk version must be >= 0, got {expected!r}")
@@ -198,9 +223,13 @@ class FencedMultiEngine(StoreBase):
         # used", and the reliability history records every op once the batch is complete.
         stream = not pause_points_enabled() and self._recorder is None
         next_out = 0  # outcomes[:next_out] have been yielded
-        self._check_sizes(ops)  # before the first multi leaves: an op that cannot fit changes nothing
         encoded: list[bytes] = []
-        fresh = self._encoded_chunks(ops, encoded)
+        if prepared is None:
+            self._check_sizes(ops)  # before the first multi leaves: an op that cannot fit changes nothing
+            fresh = self._encoded_chunks(ops, encoded)
+        else:
+            encoded = prepared[0]
+            fresh = self._prepared_chunks(encoded, prepared[1])
         retries: deque[tuple[list[int], int]] = deque()  # split or resubmitted multis go first
         in_flight: deque[tuple[list[int], int, Any]] = deque()
         timeout_error = self._client.handler.timeout_exception

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Final, cast
+from typing import Final, cast, overload
 
 from kazoo.exceptions import NodeExistsError
 
@@ -20,9 +20,10 @@ from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, Rep
 from controller_core.ports import LeaderAndIsrWrite, PartitionStateRead, UpdateLeaderAndIsrResult, ZkCode
 from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import TopicAssignment
+from controller_core.zk.jute import INT
 from controller_core.zk.multiread import VersionedData
 from controller_core.zk.store.engine import FencedMultiEngine
-from controller_core.zk.store.wire import CREATE, SET, Op, zk_code
+from controller_core.zk.store.wire import CREATE, PATH_HEADERS, REPLY_BYTES, SET, TXN_SLACK, Op, zk_code
 
 logger = logging.getLogger(__name__)
 
@@ -267,15 +268,14 @@ class TopicZnodes(FencedMultiEngine):
         """``update_leader_and_isr`` as the multis come back: ``(tp, outcome)`` per partition in the
         order of ``states``, outcome as in ``ports.LeaderAndIsrWrite`` (None: BADVERSION, retry)."""
         items = list(states.items())
-        state_path = paths.partition_state_path
         datas = codecs.encode_leader_and_isr_many(states.values(), controller_epoch)
-        new = tuple.__new__  # Op(SET, path, data, version) without the keyword defaults and _make
-        ops = [
-            new(Op, (SET, state_path(tp), data, lai.zk_version, False, False))
-            for (tp, lai), data in zip(items, datas, strict=True)
-        ]
+        ops = _StateSets(items, datas)
+        blobs = self._state_set_blobs(items, datas)
+        if max(map(len, blobs), default=0) + TXN_SLACK > self._multi_budget():
+            self._check_sizes(ops)  # raises for the op that cannot fit, before any multi leaves
+        prepared = (blobs, REPLY_BYTES[SET])
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
-        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version):
+        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version, prepared):
             tp, lai = items[i]
             if outcome.code is ok:
                 yield tp, lai.with_zk_version(outcome.result.version)
@@ -283,6 +283,27 @@ class TopicZnodes(FencedMultiEngine):
                 yield tp, None
             else:
                 yield tp, ZkOperationError(outcome.code, ops[i].path, repr(outcome.error))
+
+    def _state_set_blobs(
+        self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]], datas: Sequence[bytes]
+    ) -> list[bytes]:
+        """Each state write as a multi's set op on the wire (``_encode(Op(SET, path, data, zk_version))``,
+        the same bytes), in one pass: the chrooted ``.../partitions/`` prefix is encoded once per topic
+        (checked by ``paths.partition_state_path``), not a path string and an ``Op`` per partition."""
+        server_path, pack = self._server_path, INT.pack
+        head = PATH_HEADERS[SET]
+        prefixes: dict[str, bytes] = {}
+        blobs: list[bytes] = []
+        append = blobs.append
+        for (tp, lai), data in zip(items, datas, strict=True):
+            topic = tp.topic
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                path = server_path(paths.partition_state_path(tp))
+                prefix = prefixes[topic] = path[: path.rindex("/partitions/") + 12].encode()
+            path_bytes = b"%b%d/state" % (prefix, tp.partition)
+            append(b"".join((head, pack(len(path_bytes)), path_bytes, pack(len(data)), data, pack(lai.zk_version))))
+        return blobs
 
 
 def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]) -> None:
@@ -303,3 +324,30 @@ def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]
         sizes.add(len(a.replicas))
     if len(sizes) > 1:
         raise ValueError(f"topic '{topic}': all partitions must have the same number of replicas, got {sorted(sizes)}")
+
+
+class _StateSets(Sequence[Op]):
+    """The ops of ``update_leader_and_isr_iter``'s writes, each built only when asked for: the engine
+    sends the bulk-encoded bytes and needs an op's path only for an error, a replayed multi's
+    confirmation or the reliability history."""
+
+    __slots__ = ("_datas", "_items")
+
+    def __init__(self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]], datas: Sequence[bytes]) -> None:
+        self._items = items
+        self._datas = datas
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Op: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Op]: ...
+
+    def __getitem__(self, index: int | slice) -> Op | Sequence[Op]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        tp, lai = self._items[index]
+        return Op(SET, paths.partition_state_path(tp), self._datas[index], lai.zk_version)

@@ -1,0 +1,128 @@
+"""The state writes' bulk encoding (``TopicZnodes._state_set_blobs``) sends the bytes of the generic path.
+
+``update_leader_and_isr_iter`` encodes each set op of an election in one pass and hands the engine the
+prepared bytes, which then only splits them into multis (``FencedMultiEngine._prepared_chunks``). The
+wire must not change: here both paths write the same states through a kazoo client that records each
+multi's payload and answers it at once (the engine's only use of the client), and the payloads, the
+multi boundaries included, must be equal. The integration tests (``test_zk_store.py``,
+``test_store_contract.py``) run the same writes against a real ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kazoo.protocol.states import ZnodeStat
+
+from controller_core.model import LeaderAndIsr, TopicPartition
+from controller_core.zk import codecs, paths
+from controller_core.zk.jute import PreparedRequest
+from controller_core.zk.store import ZkStore
+from controller_core.zk.store.wire import SET, Op
+
+pytestmark = pytest.mark.unit
+
+EPOCH = 7
+EPOCH_ZK_VERSION = 3
+
+
+class _Answered:
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class _Handler:
+    timeout_exception = TimeoutError
+
+    def async_result(self) -> _Answered:
+        return _Answered()
+
+
+class RecordingClient:
+    """What the engine uses of a ``KazooClient``: each multi is recorded and succeeds at once."""
+
+    default_acl = None
+
+    def __init__(self, chroot: str) -> None:
+        self.chroot = chroot
+        self.handler = _Handler()
+        self.payloads: list[bytes] = []
+
+    def _call(self, request: PreparedRequest, pending: _Answered) -> None:
+        self.payloads.append(request.serialize())
+        stat = ZnodeStat(1, 2, 3, 4, 6, 0, 0, 0, 60, 0, 5)  # version 6
+        pending.value = [True] + [stat] * (request.count - 1)
+
+
+def _states(count: int) -> dict[TopicPartition, LeaderAndIsr]:
+    return {
+        TopicPartition(f"t{i // 7}-é" if i % 11 == 0 else f"t{i // 7}", i % 7 * 1000): LeaderAndIsr(
+            i % 5, i, tuple(range(i % 4 + 1)), i % 13
+        )
+        for i in range(count)
+    }
+
+
+def _generic_ops(states: dict[TopicPartition, LeaderAndIsr]) -> list[Op]:
+    """The ops as the state writes built them one by one before the bulk encoding."""
+    return [
+        Op(SET, paths.partition_state_path(tp), codecs.encode_leader_and_isr(lai, EPOCH), lai.zk_version)
+        for tp, lai in states.items()
+    ]
+
+
+@pytest.mark.parametrize("chroot", ["", "/kafka/cluster-1"])
+@pytest.mark.parametrize(("max_multi_bytes", "max_ops"), [(128_000, 0), (4096, 0), (128_000, 1), (128_000, 17)])
+def test_bulk_encoded_state_writes_send_the_generic_paths_bytes(
+    chroot: str, max_multi_bytes: int, max_ops: int
+) -> None:
+    states = _states(700)
+    bulk_client, generic_client = RecordingClient(chroot), RecordingClient(chroot)
+    bulk = ZkStore(bulk_client, max_multi_bytes=max_multi_bytes, max_ops_per_multi=max_ops)
+    generic = ZkStore(generic_client, max_multi_bytes=max_multi_bytes, max_ops_per_multi=max_ops)
+
+    outcomes = list(bulk.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
+    list(generic._fenced_write_iter(_generic_ops(states), EPOCH_ZK_VERSION))
+
+    assert bulk_client.payloads == generic_client.payloads
+    assert len(bulk_client.payloads) > (1 if max_multi_bytes < 128_000 or max_ops else 0)
+    assert outcomes == [(tp, lai.with_zk_version(6)) for tp, lai in states.items()]
+
+
+def test_the_ops_behind_the_bulk_bytes_are_the_generic_ops() -> None:
+    """An error names the op's path, a replay's confirmation and the history read the ops: the lazy
+    ``_StateSets`` view must give the ops the generic path built."""
+    from controller_core.zk.store.topics import _StateSets
+
+    states = _states(50)
+    items = list(states.items())
+    lazy = _StateSets(items, codecs.encode_leader_and_isr_many([lai for _, lai in items], EPOCH))
+    assert len(lazy) == 50
+    assert list(lazy) == _generic_ops(states)
+    assert lazy[-1] == _generic_ops(states)[-1] and list(lazy[3:6]) == _generic_ops(states)[3:6]
+
+
+def test_a_state_write_too_big_for_a_multi_is_refused_before_anything_is_sent() -> None:
+    client = RecordingClient("/kafka")
+    store = ZkStore(client, max_multi_bytes=4096)
+    states = {TopicPartition("small", 0): LeaderAndIsr(1, 1, (1,), 0)}
+    states[TopicPartition("x" * 4000, 0)] = LeaderAndIsr(1, 1, (1,), 0)
+    with pytest.raises(ValueError, match="cannot fit in one ZooKeeper request"):
+        list(store.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
+    assert client.payloads == []
+
+
+def test_a_topic_name_that_is_no_path_is_refused_before_anything_is_sent() -> None:
+    client = RecordingClient("")
+    store = ZkStore(client)
+    states = {
+        TopicPartition("ok", 0): LeaderAndIsr(1, 1, (1,), 0),
+        TopicPartition("a/b", 0): LeaderAndIsr(1, 1, (1,), 0),
+    }
+    with pytest.raises(ValueError, match="not a usable topic name"):
+        list(store.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
+    assert client.payloads == []
