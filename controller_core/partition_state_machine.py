@@ -50,7 +50,7 @@ from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
-from controller_core.state_machine_parts import WRITE_SLICE, StateMachineParts
+from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import PartitionState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -382,39 +382,29 @@ class PartitionStateMachine(StateMachineParts):
         epoch = ctx.epoch
         assignments, states = table.assignment, table.state
         records: list[PartitionRow] = []
+        record = records.append
         name = strategy.name
         online = _P.ONLINE
-        log, batch = self._log, self._batch
-
-        def take() -> None:
-            """Record, cache and request the results taken since the last call."""
-            nonlocal written, requests, records
-            log.partition_records(RecordKind.ELECTION, records)
-            ctx.put_leadership_by_id(written)
-            batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
-            elected.extend([pid for pid, _ in written])
-            written, requests, records = [], [], []
-
         try:
-            # Every WRITE_SLICE results the work on them is done while ZooKeeper applies the next multis
-            # (the same records, cache entries and request entries, in the same order, as in one go).
-            for n, (pid, (_, recipients, unclean), (tp, result)) in enumerate(
-                zip(write_ids, decisions, self._write_states(to_write), strict=True), 1
+            for pid, (_, recipients, unclean), (tp, result) in zip(
+                write_ids, decisions, self._write_states(to_write), strict=True
             ):
                 if result is None:
                     retry.append(pid)
-                elif isinstance(result, Exception):
+                    continue
+                if isinstance(result, Exception):
                     results[tp] = result
-                else:
-                    info = LeaderIsrAndControllerEpoch(result, epoch)
-                    written.append((pid, info))
-                    requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
-                    records.append((tp, states[pid], online, name, before[pid], result, unclean))
-                    results[tp] = result
-                if not n % WRITE_SLICE:
-                    take()
+                    continue
+                info = LeaderIsrAndControllerEpoch(result, epoch)
+                written.append((pid, info))
+                requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
+                record((tp, states[pid], online, name, before[pid], result, unclean))
+                results[tp] = result
         finally:  # what was written is recorded, cached and requested even when a later multi fails
-            take()
+            self._log.partition_records(RecordKind.ELECTION, records)
+            ctx.put_leadership_by_id(written)
+            self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
+            elected.extend(pid for pid, _ in written)
         results.update(failed)
         return results, [*retry, *unconfirmed]
 

@@ -32,7 +32,7 @@ from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
-from controller_core.state_machine_parts import WRITE_SLICE, StateMachineParts
+from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import ReplicaState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -447,34 +447,21 @@ class ReplicaStateMachine(StateMachineParts):
             # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
             written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
-            log = self._log
-
-            def take() -> None:
-                """Record and cache the results taken since the last call."""
-                nonlocal written, records
-                log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
-                ctx.put_leadership_by_id(written)
-                written, records = [], []
-
+            record = records.append
             try:
-                # Every WRITE_SLICE results the work on them is done while ZooKeeper applies the next
-                # multis (the same records and cache entries, in the same order, as in one go).
-                for n, (pid, left, (tp, outcome)) in enumerate(
-                    zip(adjusted_ids, before, self._write_states(adjusted), strict=True), 1
-                ):
+                for pid, left, (tp, outcome) in zip(adjusted_ids, before, self._write_states(adjusted), strict=True):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):
                         finished[pid] = outcome
                     else:
-                        records.append((tp, None, None, None, left, outcome, None))
+                        record((tp, None, None, None, left, outcome, None))
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((pid, info))
                         finished[pid] = info
-                    if not n % WRITE_SLICE:
-                        take()
             finally:  # what was written is recorded and cached even when a later multi fails
-                take()
+                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
+                ctx.put_leadership_by_id(written)
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------

@@ -15,10 +15,6 @@ from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore
 from controller_core.request_batch import ControllerBrokerRequestBatch
 from controller_core.state_change_log import StateChangeLogger
 
-WRITE_SLICE = 2048
-"""State-write results taken at a time (recorded, cached, requested) while the next multis are in flight:
-about two multis' worth, so the work on them overlaps ZooKeeper's on the rest of a big batch."""
-
 
 class StateMachineParts:
     """The context, store, request batch and state-change logger of one state machine."""
