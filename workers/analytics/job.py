@@ -374,8 +374,9 @@ THREADS = 4
 SMALL_RUN_THREADS = 4
 #: Whether a small run waits for its caches to fill before the next step. Not waiting: the same
 #: cursor run (4 runs each, alternated, one warm server, load average 5-7) took 7.6-9.1 s wall
-#: against 8.2-12.3 s with the waits.
-SMALL_RUN_BARRIERS = False
+#: against 8.2-12.3 s with the waits, but the benchmark's one cursor run then used 26.4 server CPU-s
+#: (17.2 s with them): concurrent jobs can each compute a cache not yet filled. Kept until measured.
+SMALL_RUN_BARRIERS = True
 
 
 def _small_run_settings(spark: SparkSession) -> dict[str, str | None]:
