@@ -18,9 +18,22 @@ def test_the_quick_benchmark_reports_each_figure(
 ) -> None:
     assert bench_analytics.main(["--quick", "--json", "--remote", spark_connect.remote, "--dir", str(tmp_path)]) == 0
     figures = json.loads(capsys.readouterr().out)
-    for key in ("incremental_small_s", "incremental_day_s", "full_s", "field_scan_s", "full_ratio"):
+    for key in (
+        "incremental_small_s",
+        "incremental_day_s",
+        "full_s",
+        "full_json_s",
+        "compaction_s",
+        "compact_day_s",
+        "field_scan_s",
+        "full_ratio",
+        "full_json_ratio",
+    ):
         assert isinstance(figures[key], float) and figures[key] > 0, key
     assert figures["profile"] == "quick" and figures["records"] == figures["full_records"]
+    # The full recompute read the compacted days (both of them, compacted by this run) and counted
+    # the same records as the one from the JSON.
+    assert figures["compacted_days"] == 2 and figures["full_json_records"] == figures["full_records"]
     assert 0 < figures["incremental_day_records"] < figures["full_records"]
     assert figures["incremental_day_warm_up_days"] == {"demo": 0}  # from the previous day's checkpoint
     # The 5-minute run is a cursor run: it read only the records after the cursor, not the day so far.

@@ -230,32 +230,45 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
     # Independent Spark jobs run side by side: most of them are small, and a small job spends its
     # time in scheduling and commit latency that another job can overlap (Spark's scheduler is
     # thread-safe; progress is reported from this thread only).
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="analytics")
+    pool = ThreadPoolExecutor(max_workers=SMALL_RUN_THREADS if small else THREADS, thread_name_prefix="analytics")
     restore = _small_run_settings(spark) if small else {}
     try:
         # 1. Parse once. One cache per cluster, with the cluster name added on top rather than
         #    stored: a constant column would still cost a value per cached row.
+        #    Compacted Parquet input is cached too: re-reading it for each step instead cost more
+        #    (full history: 123.8 against 118.0 server CPU-s).
         parsed = [
             keep(X.prepare_events(read_cluster(spark, c)).where(F.col("ts") < F.lit(float(window.end_ms))))
             for c in clusters
         ]
-        per_cluster = dict(zip(names, pool.map(lambda frame: frame.count(), parsed), strict=True))
-        records = sum(per_cluster.values())
+        # A large run fills each cache before the next step reads it (one pass over the input); a
+        # small run does not wait: each wait is a round of job latency, and its caches fill with the
+        # first job that reads them.
+        barriers = not small or SMALL_RUN_BARRIERS
+        counting = [pool.submit(frame.count) for frame in parsed]
+        if barriers:
+            for count in counting:
+                count.result()
         events = _union(frame.withColumn("cluster", F.lit(c.name)) for frame, c in zip(parsed, clusters, strict=True))
         assert events is not None  # discover() returned at least one cluster
-        report.step(f"read {records:,} state-change records")
+        if barriers:
+            report.step(f"read {sum(count.result() for count in counting):,} state-change records")
+        else:
+            report.step("reading the state-change records")
 
         # 2. The three aggregates of the whole cache, in parallel; then the walk.
         special = keep(events.where(F.col("extra").isNotNull()))
         days = keep(X.partition_days(events))
         epochs = keep(M.controller_epochs(events, seeds["controller"]))
-        _materialise(pool, special, days, epochs)
+        if barriers:
+            _materialise(pool, special, days, epochs)
         inventory = keep(X.partition_inventory(special, days, seeds["partitions"]))
         hashed = not small and X.partition_keys_are_unique(inventory)
         if not hashed and not small:
             logger.warning("partition hash collision: walking partitions by name (slower)")
         walked = keep(X.walk_partitions(X.leadership_stream(events, days, seeds["partitions"]), hashed_key=hashed))
-        walked.count()
+        if barriers:
+            walked.count()
         report.step("walked every partition's leadership history")
 
         # 3. What several tables share (cached; filled by the first write that needs each).
@@ -322,6 +335,8 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
         for future in as_completed(futures):
             future.result()
             report.step(f"wrote {futures[future].replace('_', ' ')}")
+        per_cluster = dict(zip(names, (count.result() for count in counting), strict=True))
+        records = sum(per_cluster.values())
         rows = writer.finish(config, per_cluster)
         report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
         for checkpoint in saving:
@@ -353,6 +368,15 @@ def run(config: JobConfig, spark: SparkSession | None = None, progress: Progress
 # server, shared 2-core machine at load 6-7, runs alternated): with the key check skipped too,
 # 7.4-11.0 server CPU-s and 8.2-11.2 s wall, against 10.6-12.7 CPU-s and 9.6-14.7 s with 8 tasks.
 SMALL_RUN_CONF = {"spark.sql.shuffle.partitions": "1"}
+#: Spark jobs submitted side by side (a small run's wait on scheduling and commit latency). Eight
+#: instead of four gained nothing measurable on the benchmark's cursor run.
+THREADS = 4
+SMALL_RUN_THREADS = 4
+#: Whether a small run waits for its caches to fill before the next step. Not waiting: the same
+#: cursor run (4 runs each, alternated, one warm server, load average 5-7) took 7.6-9.1 s wall
+#: against 8.2-12.3 s with the waits, but the benchmark's one cursor run then used 26.4 server CPU-s
+#: (17.2 s with them): concurrent jobs can each compute a cache not yet filled. Kept until measured.
+SMALL_RUN_BARRIERS = True
 
 
 def _small_run_settings(spark: SparkSession) -> dict[str, str | None]:
