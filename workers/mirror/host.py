@@ -33,6 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from controller_core.zk.client import ZkSecurity, new_client
+from controller_core.zk.poll_handler import PollingThreadingHandler
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from workers.hosting import Registered
@@ -70,6 +71,9 @@ def _zk_client(connect: str) -> KazooClient:
         security=ZkSecurity.parse(settings.ZOOKEEPER_AUTH, settings.ZOOKEEPER_ACL),
         connection_retry=KazooRetry(max_tries=-1, max_delay=2.0),
         command_retry=KazooRetry(max_tries=3, max_delay=1.0),
+        # kazoo's own select builds an epoll object per call, three per reply: in a storm that was
+        # the process's second-busiest thread (controller_core/zk/poll_handler.py).
+        handler=PollingThreadingHandler(),
     )
 
 

@@ -33,6 +33,7 @@ from kazoo.protocol.states import WatchedEvent
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
 from controller_core.zk.multiread import DataResult, MultiReader
+from controller_core.zk.poll_handler import inline_watch
 from controller_core.zk.setwatches import set_node_watches
 from dashboard.clusters import layout
 from workers.mirror import zksource
@@ -167,6 +168,7 @@ class StateReads:
         if existing or absent:
             set_node_watches(self.zk, since, existing, absent)
 
+    @inline_watch  # only enqueues: run on kazoo's connection thread, not through its callback thread
     def _on_state_watch(self, event: WatchedEvent) -> None:
         tp = paths.parse_partition_state_path(event.path or "")
         if tp is not None:
