@@ -65,22 +65,37 @@ def poll_select(
             raise TypeError("timeout must be a number")
         if timeout < 0:
             raise ValueError("timeout must be non-negative")
+    poller = select.poll()
+    if not wlist:
+        # kazoo's every call: one or two sockets to read (the fast path, no mask bookkeeping).
+        for fileobj in rlist:
+            poller.register(_fd(fileobj), _READ)
+        ready = poller.poll(None if timeout is None else timeout * 1000.0)
+        if not ready:
+            return [], [], []
+        _check(ready)
+        fds = {fd for fd, _revents in ready}
+        return [f for f in rlist if _fd(f) in fds], [], []
     reads = [(_fd(f), f) for f in rlist]
     writes = [(_fd(f), f) for f in wlist]
     masks: dict[int, int] = {}
     for pairs, mask in ((reads, _READ), (writes, _WRITE)):
         for fd, _f in pairs:
             masks[fd] = masks.get(fd, 0) | mask
-    poller = select.poll()
     for fd, mask in masks.items():
         poller.register(fd, mask)
-    ready = dict(poller.poll(None if timeout is None else timeout * 1000.0))
-    for fd, revents in ready.items():
+    events = poller.poll(None if timeout is None else timeout * 1000.0)
+    _check(events)
+    got = dict(events)
+    readable = [f for fd, f in reads if got.get(fd, 0) & (_READ | _EITHER)]
+    writable = [f for fd, f in writes if got.get(fd, 0) & (_WRITE | _EITHER)]
+    return readable, writable, []
+
+
+def _check(events: list[tuple[int, int]]) -> None:
+    for fd, revents in events:
         if revents & select.POLLNVAL:
             raise ValueError(f"invalid file descriptor {fd}")
-    readable = [f for fd, f in reads if ready.get(fd, 0) & (_READ | _EITHER)]
-    writable = [f for fd, f in writes if ready.get(fd, 0) & (_WRITE | _EITHER)]
-    return readable, writable, []
 
 
 def _fd(fileobj: Any) -> int:

@@ -18,6 +18,7 @@ the 100,000-partition resync before it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import runpy
@@ -166,6 +167,9 @@ class SpanRecorder:
         def wrap(cls: type, name: str, before: Callable[..., None]) -> None:
             original = getattr(cls, name)
 
+            # wraps(): the wrapper keeps the original's attributes (``@inline_watch``'s mark among
+            # them: without it the profiled mirror would route its state watches differently).
+            @functools.wraps(original)
             def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
                 before(self, *args, **kwargs)
                 return original(self, *args, **kwargs)
