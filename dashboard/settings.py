@@ -184,6 +184,11 @@ MIRROR_WINDOW_MS = env_int("MIRROR_WINDOW_MS", 150)
 MIRROR_SWEEP_S = env_int("MIRROR_SWEEP_S", 0)
 MIRROR_LOCK_TTL_S = env_int("MIRROR_LOCK_TTL_S", 10)
 MIRROR_DEFAULT_MIN_ISR = env_int("MIRROR_DEFAULT_MIN_ISR", 1)
+# A process hosting a mirror hands the GIL over every MIRROR_GIL_SWITCH_US microseconds (Python's
+# default: 5000; 0 leaves it): kazoo's reader waits that long for the GIL after each socket call
+# while the mirror thread computes. 1000: observed storm p99 2.08 s -> 1.60 s at load 3.3-4.1
+# (workers/mirror/host.py, docs/dashboard.md "The mirror").
+MIRROR_GIL_SWITCH_US = env_int("MIRROR_GIL_SWITCH_US", 1000)
 # Hosting (issue #32, docs/deployment.md "Hosting"): workers follow the cluster registry. Each mirror-role
 # worker mirrors at most MIRROR_MAX_CLUSTERS clusters; each managed cluster gets
 # CONTROLLER_CANDIDATES_PER_CLUSTER candidates on distinct controller-role workers (at most

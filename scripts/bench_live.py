@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -49,6 +50,9 @@ if str(REPO) not in sys.path:
 from controller_core.model import TopicPartition  # noqa: E402
 from scripts.devservices import process_cpu_seconds  # noqa: E402
 from scripts.support.live_rig import PASSWORD, LiveRig, migrate_into  # noqa: E402
+from scripts.support.live_storm import chain, flush_summary  # noqa: E402
+
+SAMPLER = REPO / "scripts" / "support" / "live_sampler.py"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -255,6 +259,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--mirror-wrapper", type=Path, help="run the mirror as `python WRAPPER manage.py run_mirror ...` (a profiler)"
     )
     parser.add_argument(
+        "--profile-storm",
+        type=Path,
+        help="profile the mirror during the storm only (scripts/support/live_sampler.py): per-thread CPU,"
+        " hottest functions, and commit -> watch -> row -> flush -> publish -> page per partition, into"
+        " this JSON file (one mode; the mirror's CPU then includes the sampler's)",
+    )
+    parser.add_argument(
         "--db-template", type=Path, help="a migrated SQLite database to copy (default: migrate once for every mode)"
     )
     parser.add_argument(
@@ -267,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--partitions, --topics, --failover and --batch must be positive")
     if args.pause_s < 0:
         parser.error("--pause-s cannot be negative")
+    if args.profile_storm is not None and (args.mode == "both" or args.mirror_wrapper is not None):
+        parser.error("--profile-storm needs one --mode and no --mirror-wrapper")
     if args.db_template is not None and not args.db_template.is_file():
         parser.error(f"--db-template {args.db_template} is not a file")
     if args.partitions < args.topics:
@@ -322,7 +335,11 @@ def run_mode(
         print(f"bench_live: wrote {rig.total} partitions in {time.monotonic() - t0:.1f} s ({rig.tmp})", flush=True)
         rig.start_web(1)  # it boots while the users are created
         (user,) = rig.create_users(1)
-        rig.start_mirror(wrapper=args.mirror_wrapper)
+        wrapper = args.mirror_wrapper
+        if args.profile_storm is not None:
+            wrapper = SAMPLER
+            rig.env["LIVE_SAMPLER_OUT"] = str(rig.tmp / "storm-profile.json")
+        rig.start_mirror(wrapper=wrapper)
         rig.web_ready()
         return measure(args, mode, rig, user, state_change_stream_key("bench") if mode == "managed" else None, browser)
 
@@ -371,12 +388,18 @@ def measure(
         mirror_pid = rig.mirror.pid if rig.mirror is not None else 0
         mirror_cpu = process_cpu_seconds(mirror_pid)
         load_before = os.getloadavg()[0]
+        if args.profile_storm is not None:
+            os.kill(mirror_pid, signal.SIGUSR1)
+            time.sleep(0.1)  # the mirror's main thread runs the handler within its 50 ms poll
+            phase_start = time.time() * 1000.0
         commits_down = fail_over(writer, rds, stream_key, batches, seq)
         page.wait_for_function(
             f"() => (window.KcpLive.counts['p:OfflinePartition'] || 0) >= {len(failing)}", timeout=120_000
         )
         commits_up = recover(writer, rds, stream_key, batches, initial, seq)
         page.wait_for_function("() => (window.KcpLive.counts['p:OfflinePartition'] || 0) === 0", timeout=120_000)
+        if args.profile_storm is not None:
+            os.kill(mirror_pid, signal.SIGUSR2)
         mirror_pid = rig.mirror.pid if rig.mirror is not None else 0
         mirror_cpu = process_cpu_seconds(mirror_pid) - mirror_cpu
         load_after = os.getloadavg()[0]
@@ -393,10 +416,12 @@ def measure(
         for v in latencies([c], sizes[i], trace, "p:OfflinePartition", sum(sizes[:i]), sizes[i])
     ]
     lat_up = []
+    seen_up: list[float | None] = []
     remaining = len(failing)
     for i, c in enumerate(commits_up):
         remaining -= sizes[i]
         seen = first_seen(trace, c, "p:OfflinePartition", remaining, rising=False)
+        seen_up.append(seen)
         lat_up.extend([float("inf") if seen is None else seen - c] * sizes[i])
     if mode == "observed":
         # Observed mode derives Offline from the broker's deregistration, which precedes the batches.
@@ -427,10 +452,59 @@ def measure(
         "targets_met": pct(every, 0.99) < TARGET_P99_MS
         and (max(phase_tasks) if phase_tasks else 0) <= TARGET_LONGEST_TASK_MS,
     }
+    if args.profile_storm is not None:
+        seen_down = [
+            first_seen(trace, c, "p:OfflinePartition", sum(sizes[: i + 1]), rising=True)
+            for i, c in enumerate(commits_down)
+        ]
+        names = [[layout_member(tp) for tp in batch] for batch in batches]
+        storm_profile(
+            args.profile_storm,
+            rig,
+            names,
+            (phase_start, commits_down, seen_down),
+            (commits_up[0] - 1.0, commits_up, seen_up),
+            result,
+        )
     mirror_log = (logs / "mirror.log").read_text().strip().splitlines()
     print(f"bench_live: {mode} mode, mirror log tail:", *mirror_log[-3:], sep="\n  ", flush=True)
     timeline = {"commits_down": commits_down, "commits_up": commits_up, "trace": trace}
     return result, timeline
+
+
+def storm_profile(
+    out: Path,
+    rig: LiveRig,
+    batches: list[list[str]],
+    down: tuple[float, list[float], list[float | None]],
+    up: tuple[float, list[float], list[float | None]],
+    result: dict[str, Any],
+) -> None:
+    """Wait for the sampler's report, add the per-step chain of each phase, write it to ``out``."""
+    path = rig.tmp / "storm-profile.json"
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the mirror's sampler wrote no report; see {rig.logs / 'mirror.log'}")
+        time.sleep(0.2)
+    raw = json.loads(path.read_text())
+    spans = raw["spans"]
+    report = {
+        "result": result,
+        "profile": raw["profile"],
+        "flushes": flush_summary(raw["flushes"]),
+        # How often each step happened over the storm (a row read five times counts five).
+        "step_counts": {step: sum(len(times) for times in by_member.values()) for step, by_member in spans.items()},
+        "failover": chain(spans, batches, down[1], down[2], down[0]),
+        "recovery": chain(spans, batches, up[1], up[2], up[0]),
+    }
+    out.write_text(json.dumps(report, indent=2))
+    profile = raw["profile"]
+    print(f"bench_live: storm profile ({profile['seconds']} s, {profile['process_cpu_s']} s CPU) -> {out}")
+    for name, thread in profile["threads"].items():
+        print(f"  {name}: {thread['cpu_s']} s; self: {thread['self_ms'][:4]}")
+    for phase in ("failover", "recovery"):
+        print(f"  {phase}: {json.dumps(report[phase])}", flush=True)
 
 
 if __name__ == "__main__":

@@ -113,11 +113,10 @@ def test_a_leader_written_before_its_watch_is_armed_fires_at_once(
 def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
     zk_chroot: str, rds: redis.Redis, zk: KazooClient
 ) -> None:
-    """Driven by hand: only the rows that lost their leader are watched, first, then re-derived; a
-    new leader written for one of them is read before the rows that merely host a replica on the
-    dead broker are re-derived (at 100,000 partitions those are 30,000 rows, seconds of work the
-    page's recovery waited behind), and a row whose watch fired before its re-derivation is
-    processed once, by its read."""
+    """Driven by hand: only the rows that lost their leader are watched and, in the same turn,
+    re-derived (the page's offline count moves from the first turn on); a new leader written for one
+    of them is read before the rows that merely host a replica on the dead broker are re-derived (at
+    100,000 partitions those are 30,000 rows, seconds of work the page's recovery waited behind)."""
     import contextlib
     import queue
 
@@ -137,8 +136,11 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
         assert set(mirror._refresh_later) == {"orders/000002"}  # a follower on broker 1
         assert set(mirror._watch_queue) == led
         mirror._pending_reads.clear()
-        mirror._sweep_some()  # their watches
+        mirror._sweep_some()  # their watches, and their rows re-derived in the same turn
         assert mirror._state_watches == led
+        assert mirror.state.partitions["orders/000000"].state == "OfflinePartition"
+        assert mirror.state.partitions["orders/000003"].state == "OfflinePartition"
+        assert not mirror._refresh_queue
         cluster.write_states({TopicPartition("orders", 0): (2, 2, [2])}, 3)
         deadline = time.monotonic() + 5.0
         while not mirror._changed_reads and time.monotonic() < deadline:
@@ -147,10 +149,6 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
                 if isinstance(event, StateChanged):
                     mirror._handle(event)
         assert mirror._changed_reads, "the new leader never fired its watch"
-        before = mirror.state.partitions["orders/000000"]
-        mirror._sweep_some()  # the led rows: offline now, except the one its read will handle
-        assert mirror.state.partitions["orders/000003"].state == "OfflinePartition"
-        assert mirror.state.partitions["orders/000000"] is before  # not re-derived: its read comes
         mirror._sweep_some()  # its read is sent before any replica-only row is re-derived
         assert [tp for tp, *_ in mirror._reads_in_flight] == [[TopicPartition("orders", 0)]]
         assert set(mirror._refresh_later) == {"orders/000002"}  # still waiting

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from controller_core.zk.client import ZkSecurity, new_client
+from controller_core.zk.poll_handler import PollingThreadingHandler
 from dashboard.clusters import layout
 from dashboard.clusters.models import Cluster
 from workers.hosting import Registered
@@ -70,7 +72,23 @@ def _zk_client(connect: str) -> KazooClient:
         security=ZkSecurity.parse(settings.ZOOKEEPER_AUTH, settings.ZOOKEEPER_ACL),
         connection_retry=KazooRetry(max_tries=-1, max_delay=2.0),
         command_retry=KazooRetry(max_tries=3, max_delay=1.0),
+        # kazoo's own select builds an epoll object per call, three per reply: in a storm that was
+        # the process's second-busiest thread (controller_core/zk/poll_handler.py).
+        handler=PollingThreadingHandler(),
     )
+
+
+def tune_gil_switch(interval_us: int) -> None:
+    """Set the process's GIL switch interval (``MIRROR_GIL_SWITCH_US``; 0 leaves Python's 5 ms).
+
+    Why: every socket call of kazoo's connection thread releases the GIL, and while the mirror
+    thread computes (a storm's reads and re-derivations) getting it back takes up to the switch
+    interval: three or four waits per ZooKeeper reply or watch notification. Process-wide by
+    nature, so it is set where a mirror starts and logged.
+    """
+    if interval_us > 0 and abs(sys.getswitchinterval() - interval_us / 1e6) > 1e-9:
+        sys.setswitchinterval(interval_us / 1e6)
+        logger.info("GIL switch interval set to %d us for the mirror's ZooKeeper reader", interval_us)
 
 
 class ClusterMirror:
@@ -103,6 +121,7 @@ class ClusterMirror:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        tune_gil_switch(settings.MIRROR_GIL_SWITCH_US)
         self._thread = threading.Thread(target=self.run, name=f"mirror-host-{self.cluster.name}", daemon=True)
         self._thread.start()
 
