@@ -1173,16 +1173,17 @@ class Controller:
             if leader_epoch < current.leader_epoch:
                 responses[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
-            if not live.issuperset(new_isr):
-                # KIP-841 (Kafka 3.3, KAFKA-14140): never let a dead or shutting-down broker into an
-                # ISR. A leader may still see such a follower fetch (a broker in controlled shutdown
-                # follows the partitions it led), and once it is dead nothing takes it out again:
-                # the leader only drops followers that fall behind, and a quiet partition has none.
-                responses[tp] = ErrorCode.INELIGIBLE_REPLICA
-                continue
             proposed = LeaderAndIsr(event.broker_id, leader_epoch, tuple(new_isr), zk_version)
             if proposed.equals_ignore_zk(current):
                 responses[tp] = current
+                continue
+            if not live.issuperset(new_isr):
+                # KIP-841 (Kafka 3.3, KAFKA-14140; after the idempotent answer, as there): never let a
+                # dead or shutting-down broker into an ISR. A leader may still see such a follower
+                # fetch (a broker in controlled shutdown follows the partitions it led), and once it is
+                # dead nothing takes it out again: the leader only drops followers that fall behind,
+                # and a quiet partition has none.
+                responses[tp] = ErrorCode.INELIGIBLE_REPLICA
                 continue
             to_write[tp] = proposed
         if to_write:
