@@ -98,6 +98,7 @@ from controller_core.standby import FailoverSource, StandbyFollower
 from controller_core.standby.kept_requests import KeptRequests
 from controller_core.standby.warm_context import adopt, start_partition_state_machine, start_replica_state_machine
 from controller_core.state_change_log import DEFERRED_RECORDS, StateChangeLogger
+from controller_core.state_snapshot import snapshot_json_fields
 from controller_core.states import PartitionState, ReplicaState
 from controller_core.topic_deletion import ControllerDeletionClient, TopicDeletionManager
 from controller_core.zk import paths
@@ -739,17 +740,9 @@ class Controller:
         self.ctx.load_partition_leadership_info(self.store.get_partition_leadership(partitions))
 
     def _record_state_snapshot(self) -> None:
-        """Full partition and replica states, so readers that start late can rebuild everything."""
-        partition_states: dict[str, list[str]] = {}
-        table = self.ctx.table
-        for tp, p_state in zip(table.tps, table.state, strict=True):
-            if p_state is not None:
-                partition_states.setdefault(p_state.value, []).append(f"{tp.topic}-{tp.partition}")
-        replica_states: dict[str, list[str]] = {}
-        for replica, r_state in self.ctx.iter_replica_states():
-            rtp = replica.topic_partition
-            replica_states.setdefault(r_state.value, []).append(f"{rtp.topic}-{rtp.partition}@{replica.replica}")
-        self.scl.record(RecordKind.STATE_SNAPSHOT, partition_states=partition_states, replica_states=replica_states)
+        """Full partition and replica states, so readers that start late can rebuild everything; built
+        from the table's columns straight into JSON (``controller_core.state_snapshot``)."""
+        self.scl.record_json(RecordKind.STATE_SNAPSHOT, snapshot_json_fields(self.ctx.table))
 
     # -- brokers (§8.1 to §8.3) ----------------------------------------------------------------
 

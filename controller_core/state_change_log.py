@@ -58,6 +58,21 @@ logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 
+
+class EncodedRecord(dict[str, Any]):
+    """A record too large to keep as objects, held as its JSON: the mapping has its header (``ts`` to
+    ``cause``) and ``json`` the whole record, header included, as ``encode_record`` would write it.
+
+    Why: the failover's state-snapshot record lists ~4,000,000 entities at a million partitions; as
+    strings they were ~300 MB, and each sink's encoding of them another copy. Built once as JSON
+    (``StateChangeLogger.record_json``) every sink writes the same bytes: ``encode_record`` returns
+    them as they are. Readers in this process that need the large fields decode ``json``."""
+
+    __slots__ = ("json",)
+
+    json: bytes
+
+
 #: The fields of every partition and replica record, in the order they are written.
 PARTITION_RECORD_FIELDS = (
     "ts",
@@ -279,6 +294,31 @@ class StateChangeLogger:
         rec.update(fields)
         if self._defer:
             self._push(rec)  # after the partition records made before it
+        else:
+            self._emit(rec)
+        return rec
+
+    def record_json(self, kind: str, fields: Mapping[str, Sequence[bytes | bytearray]]) -> EncodedRecord:
+        """Emit a record of ``kind`` whose fields come already encoded: each field's JSON value in parts,
+        joined here with the header into the record's JSON once (``EncodedRecord``); return it."""
+        epoch, seq = self._next_seq()
+        rec = EncodedRecord(
+            ts=self._clock() * 1000.0,
+            controller_id=self.controller_id,
+            controller_epoch=epoch,
+            seq=seq,
+            kind=kind,
+            event_id=self._event_id,
+            cause=self._cause,
+        )
+        parts: list[bytes | bytearray] = [orjson.dumps(rec)[:-1]]
+        for name, value in fields.items():
+            parts += (b"," + orjson.dumps(name) + b":", *value)
+        parts.append(b"}")
+        rec.json = b"".join(parts)
+        del parts
+        if self._defer:
+            self._push(rec)
         else:
             self._emit(rec)
         return rec
@@ -556,7 +596,11 @@ def encode_record(record: Any, option: int = 0) -> bytes:
 
     Most records hold only what orjson encodes natively; the options that also take int keys (the
     ``request_batch`` counts) and unknown types cost ~0.3 us more per record, so they are the
-    fallback, not the rule (a 100,000-partition broker failure writes ~60,000 records)."""
+    fallback, not the rule (a 100,000-partition broker failure writes ~60,000 records). An
+    ``EncodedRecord`` is its JSON already: returned as it is (with ``OPT_APPEND_NEWLINE``, copied once
+    with the newline; the day's file writes the newline apart instead)."""
+    if type(record) is EncodedRecord:
+        return record.json + b"\n" if option & orjson.OPT_APPEND_NEWLINE else record.json
     try:
         return orjson.dumps(record, option=option)
     except TypeError:  # orjson.JSONEncodeError: an int key or a type without a native encoding
@@ -642,7 +686,11 @@ class JsonLinesDailySink:
                 if write is None or not day_start <= ts < day_end:
                     write = self._switch_day(ts).write
                     day_start, day_end = self._day_start, self._day_end
-                write(encode(record))
+                if type(record) is EncodedRecord:  # its JSON as it is: no copy with the newline
+                    write(record.json)
+                    write(b"\n")
+                else:
+                    write(encode(record))
             if self._file is not None:
                 self._file.flush()
 

@@ -98,3 +98,16 @@ def test_a_script_that_fails_keeps_the_records_and_the_script(rds: redis.Redis) 
     rds.delete(key)
     assert sink.write_pending()
     assert _stream(rds) == _as_json(records)
+
+
+def test_a_record_given_as_json_lands_as_its_json(rds: redis.Redis) -> None:
+    """The failover's state snapshot (``record_json``): the stream entry is the record's JSON as built."""
+    log = StateChangeLogger(MemorySink(), 1, lambda: 7)
+    states = {"OnlinePartition": ["orders-0", "orders-1"]}
+    encoded = log.record_json("state_snapshot", {"partition_states": [orjson.dumps(states)]})
+    sink = RedisStreamSink(rds, CLUSTER)
+    sink.emit(encoded)
+    assert sink.write_pending()
+    (entry,) = _stream(rds)
+    assert entry == orjson.loads(encoded.json)
+    assert entry["partition_states"] == states and entry["seq"] == 1

@@ -15,11 +15,13 @@ from controller_core.errors import StateChangeFailedError
 from controller_core.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
 from controller_core.state_change_log import (
     PARTITION_RECORD_FIELDS,
+    EncodedRecord,
     FanoutSink,
     JsonLinesDailySink,
     LoggingSink,
     MemorySink,
     StateChangeLogger,
+    encode_record,
 )
 from controller_core.states import PartitionState, ReplicaState
 
@@ -417,3 +419,29 @@ def test_the_daily_file_encodes_int_keyed_maps_and_tuples(tmp_path: Path) -> Non
         "leader_and_isr": {"1": 20, "2": 3},
         "isr": [1, 2],
     }
+
+
+def test_a_record_given_as_json_is_written_as_the_same_record_built_as_objects(
+    tmp_path: Path, epoch: list[int]
+) -> None:
+    """``record_json`` (the state snapshot's way): one JSON for every sink, in order with the deferred
+    partition records, the same line as ``record`` with the decoded fields."""
+    sink = JsonLinesDailySink(tmp_path)
+    log = StateChangeLogger(sink, controller_id=1, epoch_source=lambda: epoch[0], clock=Clock(), defer=100)
+    fields = {"partition_states": {"OnlinePartition": ["orders-0", "orders-1"]}, "replica_states": {}}
+    with log.caused_by("Startup", event_id="e1"):
+        log.partition_transition(TP, None, PartitionState.NEW)
+        encoded = log.record_json("state_snapshot", {k: [encode_record(v)] for k, v in fields.items()})
+        log.partition_transition(TP, PartitionState.NEW, PartitionState.ONLINE)
+    assert isinstance(encoded, EncodedRecord) and "partition_states" not in encoded  # held as JSON only
+    assert encode_record(encoded) is encoded.json
+    log.flush()
+    assert sink.current_path is not None
+    lines = read_lines(sink.current_path)
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    reference = StateChangeLogger(MemorySink(), controller_id=1, epoch_source=lambda: 5, clock=Clock())
+    with reference.caused_by("Startup", event_id="e1"):
+        reference.partition_transition(TP, None, PartitionState.NEW)
+        expected = reference.record("state_snapshot", **fields)
+    assert encoded.json == encode_record(expected)
+    assert lines[1] == json.loads(encoded.json)
