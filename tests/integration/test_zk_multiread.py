@@ -6,7 +6,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from controller_core.zk.multiread import ChildrenResult, DataResult, MultiReader, VersionedData
+from controller_core.zk.multiread import ChildrenResult, DataResult, LazyPaths, MultiReader, VersionedData
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +121,27 @@ def test_empty_input_sends_nothing(zk: KazooClient) -> None:
     reader = MultiReader(zk)
     assert reader.get_data([]) == [] and reader.get_children([]) == []
     assert reader.counters.requests == 0 and reader.supported is None
+
+
+def test_lazy_paths_read_like_the_list_of_their_paths_and_make_each_when_sent(zk: KazooClient, tree: list[str]) -> None:
+    """``LazyPaths`` (a cold failover's million state paths): the same results as the list, chunked and
+    through the fallback, and a path is made only when its request is built."""
+    made: list[str] = []
+
+    def path(item: str) -> str:
+        made.append(item)
+        return item
+
+    lazy = LazyPaths(tree, path)
+    assert len(lazy) == len(tree) and lazy[3] == tree[3] and list(lazy[2:5]) == tree[2:5]
+    made.clear()
+    reader = MultiReader(zk, max_batch_bytes=4096, max_in_flight=2)
+    reader.get_data_versions(["/d"])  # probes multi-read support
+    stream = reader.iter_data_versions(lazy, size_hint=50)
+    first = next(stream)
+    assert 0 < len(made) < len(tree)  # only the requests sent so far
+    expected = _versions(MultiReader(zk).get_data_versions(tree))
+    assert _versions([first, *stream]) == expected
+    assert made == tree
+    fallback = MultiReader(zk, use_multi_read=False, single_window=16)
+    assert _versions(fallback.get_data_versions(LazyPaths(tree, str))) == expected
