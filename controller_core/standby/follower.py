@@ -394,6 +394,8 @@ class StandbyFollower:
         partitions = list(view.assigned_partitions())
         state_paths = [paths.partition_state_path(tp) for tp in partitions]
         self._read_into(view, state_paths, [Target(Kind.STATE, tp) for tp in partitions], size_hint=96)
+        if self._generation != generation or self._paused or self._stopped:
+            return  # paused during the read (this candidate was elected and reads for itself)
         zxid = client.last_zxid
         # Built on this thread before it is installed: what changes meanwhile is pending and re-read next.
         context = WarmContext.load(self.controller_id, view) if self.keep_context else None
@@ -501,9 +503,12 @@ class StandbyFollower:
     def _read_into(
         self, view: ClusterView, read_paths: Sequence[str], targets: Sequence[Target], *, size_hint: int = 256
     ) -> None:
-        """A full read's paths into ``view``, each multi-read's results applied as they come back."""
+        """A full read's paths into ``view``, each multi-read's results applied as they come back; it
+        stops early once the follower is paused or stopped (the caller checks and discards the view)."""
         pos = 0
         for results in self._reader.iter_data(read_paths, size_hint=size_hint):
+            if self._paused or self._stopped:
+                return
             end = pos + len(results)
             with self._apply_lock:
                 apply = view.apply

@@ -41,11 +41,20 @@ class FailoverSource:
     def _cold(self, reason: str) -> None:
         self._warm = False
         self.reason = reason
+        self._stop_following()
+
+    def _stop_following(self) -> None:
+        """Cold: the follower stops before the full read, not after it. A follower still loading (a
+        candidate elected while its standby reads the cluster) otherwise kept reading and holding a
+        second copy of the cluster beside the controller's own read (~110 MB at 200,000 partitions)."""
+        if self._follower is not None:
+            self._follower.pause()
 
     def take_over(self) -> Handover | None:
         """Catch up, stop the follower and hand over its context; None (cold, ``reason``) otherwise."""
         follower = self._follower
         if not self._warm or follower is None:
+            self._stop_following()
             return None
         started = time.perf_counter()
         ok = follower.catch_up()

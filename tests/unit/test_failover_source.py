@@ -54,8 +54,9 @@ def test_every_reason_not_to_hand_over_is_a_cold_failover_that_says_why() -> Non
         "catch-up not done": _source(caught_up=False),
         "no context to hand over (no context kept)": _source(context=False),
     }
-    for why, (source, _) in cases.items():
+    for why, (source, follower) in cases.items():
         assert source.take_over() is None, why
+        assert follower.paused, why  # before the cold read, not after it
         record = source.finish()
         assert record["path"] == "cold" and why in record["standby"], (why, record)
     assert FailoverSource(None).take_over() is None and FailoverSource(None).finish()["standby"] == "no standby"
