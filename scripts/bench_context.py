@@ -4,7 +4,10 @@
 minutes, ~17 GB of the machine); most of that peak is transient (requests, their encodings, the
 failover's snapshot record). This measures the part that stays: a ``ControllerContext`` loaded as a
 failover loads it (assignments topic by topic, the leadership cache, every partition Online, every
-replica Online), in this process, as the growth of its RSS. ~10 s and ~0.7 GB at 1,000,000.
+replica Online), in this process, as the growth of its RSS. ~10 s and ~0.7 GB at 1,000,000. Then
+the failover's state-snapshot record built from it (``controller_core.state_snapshot``) as the
+controller builds it: its CPU, its JSON's size and the peak RSS it added over the context (``VmHWM``
+reset through ``/proc/self/clear_refs``; Linux).
 
 With ``--zookeeper`` the context is read instead through the real ``ZkStore`` from a private
 ZooKeeper (started here with the partitions written in Kafka's layout, removed afterwards), as a cold
@@ -42,6 +45,9 @@ from controller_core.model import (  # noqa: E402
     ReplicaAssignment,
     TopicPartition,
 )
+from controller_core.record_kinds import RecordKind  # noqa: E402
+from controller_core.state_change_log import MemorySink, StateChangeLogger  # noqa: E402
+from controller_core.state_snapshot import snapshot_json_fields  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from scripts.bench_elections import PER_TOPIC, ZooKeeperRounds, partition_at, replicas_at  # noqa: E402
 from scripts.devservices import ZooKeeperServer, free_port  # noqa: E402
@@ -74,6 +80,23 @@ def load(partitions: int, brokers: int) -> ControllerContext:
     ctx.put_partition_states(dict.fromkeys(ctx.all_partitions(), PartitionState.ONLINE))
     ctx.load_replica_states({tp: dict.fromkeys(a.replicas, ReplicaState.ONLINE) for tp, a in ctx.iter_assignments()})
     return ctx
+
+
+def snapshot_record(ctx: ControllerContext) -> dict[str, float]:
+    """Build the failover's state-snapshot record of ``ctx`` (as ``Controller._record_state_snapshot``
+    does, into a sink that keeps it): its CPU, its JSON's size and the peak RSS it added."""
+    gc.collect()
+    before = rss_mb()
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # VmHWM from here on (Linux 4.0+)
+    started = time.process_time()
+    log = StateChangeLogger(MemorySink(), ctx.controller_id, lambda: ctx.epoch)
+    record = log.record_json(RecordKind.STATE_SNAPSHOT, snapshot_json_fields(ctx.table))
+    return {
+        "snapshot_cpu_s": round(time.process_time() - started, 3),
+        "snapshot_json_mb": round(len(record.json) / 2**20, 1),
+        "snapshot_peak_mb": round(vm_hwm_mb() - before, 1),
+    }
 
 
 def vm_hwm_mb() -> float:
@@ -202,13 +225,16 @@ def main(argv: list[str] | None = None) -> int:
         "context_rss_mb": round(rss_mb() - before, 1),
         "bytes_per_partition": round((rss_mb() - before) * 2**20 / args.partitions),
         "load_cpu_s": round(time.process_time() - started, 2),
+        **snapshot_record(ctx),
     }
     if args.json:
         print(json.dumps(summary))
     else:
         print(
             f"{summary['partitions']:,} partitions: context {summary['context_rss_mb']} MB of RSS "
-            f"({summary['bytes_per_partition']} bytes each), loaded in {summary['load_cpu_s']} s of CPU"
+            f"({summary['bytes_per_partition']} bytes each), loaded in {summary['load_cpu_s']} s of CPU; "
+            f"state snapshot record {summary['snapshot_json_mb']} MB of JSON in {summary['snapshot_cpu_s']} s of "
+            f"CPU, peak {summary['snapshot_peak_mb']} MB over the context"
         )
     return 0
 

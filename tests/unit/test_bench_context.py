@@ -17,6 +17,7 @@ def test_small_mode_prints_the_figures(capsys: pytest.CaptureFixture[str]) -> No
     summary = json.loads(capsys.readouterr().out)
     assert summary["partitions"] == 2000
     assert summary["context_rss_mb"] >= 0 and summary["load_cpu_s"] >= 0
+    assert summary["snapshot_json_mb"] > 0 and summary["snapshot_cpu_s"] >= 0 and "snapshot_peak_mb" in summary
 
 
 def test_the_context_is_loaded_as_a_failover_loads_it() -> None:
