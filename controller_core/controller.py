@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from controller_core import memory_probe
+from controller_core import malloc_policy, memory_probe
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -221,6 +221,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
         standby: StandbyFollower | None = None,
     ) -> None:
+        malloc_policy.give_large_blocks_back()  # a failover's large transients go back to the OS when freed
         self.config = config
         self.standby = standby  # warm standby: the failover reads from its view when it is current
         self.client = client
