@@ -598,15 +598,17 @@ class ControllerBrokerRequestBatch:
         prebuilt = self._prebuilt_update_metadata
         leadership = ctx.table.leadership
         pending = self._update_metadata_partitions
-        stale = [pid for pid in pending if (p := prebuilt.get(pid)) is None or p[0] is not leadership[pid]]
-        if stale:
-            self.prebuild_update_metadata(stale)
         states: SharedList[UpdateMetadataPartitionState] = SharedList()
         append = states.append
-        for pid in pending:
-            p = prebuilt.get(pid)
-            if p is not None:
-                append(p[1])
+        get = prebuilt.get
+        for pid in pending:  # one pass: a lookup and an identity test a partition
+            p = get(pid)
+            if p is None or p[0] is not leadership[pid]:  # not built ahead, or its leadership changed since
+                self.prebuild_update_metadata((pid,))
+                p = get(pid)
+                if p is None:  # no leadership
+                    continue
+            append(p[1])
         if len(states) < len(pending):
             logger.debug("UpdateMetadata skipped %d partitions without leadership info", len(pending) - len(states))
         return states
