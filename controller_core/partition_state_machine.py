@@ -59,9 +59,6 @@ _P = PartitionState
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
-_STREAM_SLICE = 1024
-"""Election results taken (recorded, cached, requests built) per this many, as their multis come back."""
-
 ElectionResults = dict[TopicPartition, LeaderAndIsr | Exception]
 """Per partition: the new LeaderAndIsr (carrying its new zk version) or why it failed."""
 
@@ -390,7 +387,7 @@ class PartitionStateMachine(StateMachineParts):
         online = _P.ONLINE
         batch = self._batch
         staged = LeaderAndIsrGroups(ctx, is_new=False)
-        step = _STREAM_SLICE
+        step = self.stream_slice
 
         def take_written() -> None:
             """Record, cache and build the requests of what was written so far (a slice of results)."""

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-import controller_core.partition_state_machine as psm_module
+from controller_core.controlled_shutdown import move_off_broker
 from controller_core.election import PreferredStrategy
 from controller_core.errors import ControllerMovedError
 from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
@@ -65,8 +65,9 @@ def _what_happened(h: Harness) -> tuple[list[Any], list[Any], dict[TopicPartitio
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, slice_size: int, scenario: Callable[[Harness], None], seed: int) -> Any:
-    monkeypatch.setattr(psm_module, "_STREAM_SLICE", slice_size)
     h = _cluster(seed)
+    monkeypatch.setattr(h.psm, "stream_slice", slice_size)
+    monkeypatch.setattr(h.rsm, "stream_slice", slice_size)
     scenario(h)
     return _what_happened(h)
 
@@ -102,6 +103,18 @@ def _conflicts_and_failures(h: Harness) -> None:
     _broker_failure(h, 3)
 
 
+def _failure_with_isr_shrinks(h: Harness) -> None:
+    """The broker failure, then its replicas Offline: the ISR shrinks, written and taken in slices too."""
+    _broker_failure(h, 1)
+    h.rsm.handle_replica_ids(1, h.ctx.partition_ids_on_broker(1), ReplicaState.OFFLINE)
+
+
+def _controlled_shutdown(h: Harness) -> None:
+    """A controlled shutdown's moves: its leaders elected away, then it leaves the ISRs it is in."""
+    h.ctx.add_shutting_down_broker(5)
+    move_off_broker(h.ctx, h.psm, h.rsm, h.partition_batch, lambda: None, 5)
+
+
 def _fenced_midway(h: Harness) -> None:
     """Another controller wins after 40 of the election's writes: what landed before is kept."""
     h.store.elect_other_controller_after(40)
@@ -111,7 +124,9 @@ def _fenced_midway(h: Harness) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize(
-    "scenario", [_failure_then_preferred, _conflicts_and_failures, _fenced_midway], ids=lambda f: f.__name__
+    "scenario",
+    [_failure_then_preferred, _conflicts_and_failures, _failure_with_isr_shrinks, _controlled_shutdown, _fenced_midway],
+    ids=lambda f: f.__name__,
 )
 def test_results_taken_in_slices_send_record_and_cache_what_one_pass_does(
     monkeypatch: pytest.MonkeyPatch, seed: int, scenario: Callable[[Harness], None]
