@@ -527,6 +527,34 @@ class PartitionStateMachine(StateMachineParts):
         derive = _derive
         empty = EMPTY_ASSIGNMENT
         out: dict[int, ElectionOutcome] = {}
+        if not per_partition and not by_target:
+            # The usual batch (no failed log directory, not a reassignment): one online set for all,
+            # the shape keyed without it, and ``_derive`` inlined (once per partition elected).
+            plain: dict[tuple[tuple[int, ...], tuple[int, ...], bool], ElectionOutcome] = {}
+            state_of, new = LeaderAndIsr, _new_outcome
+            for pid, current, unclean in rows:
+                if current is None:
+                    out[pid] = _NO_OUTCOME
+                    continue
+                assignment = assignments[pid] or empty
+                plain_key = (assignment.replicas, current.isr, unclean)
+                shape = plain.get(plain_key)
+                if shape is None:
+                    out[pid] = plain[plain_key] = decide(current, assignment, shared, unclean)
+                    continue
+                chosen = shape[0]
+                if chosen is None:
+                    out[pid] = shape
+                else:  # _derive(shape, current)
+                    out[pid] = new(
+                        ElectionOutcome,
+                        (
+                            state_of(chosen.leader, current.leader_epoch + 1, chosen.isr, current.zk_version),
+                            shape[1],
+                            shape[2],
+                        ),
+                    )
+            return out
         for pid, current, unclean in rows:
             if current is None:
                 out[pid] = _NO_OUTCOME
