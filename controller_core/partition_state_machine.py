@@ -48,7 +48,7 @@ from controller_core.model import (
 )
 from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
-from controller_core.request_batch import LeaderAndIsrIdEntry
+from controller_core.request_batch import LeaderAndIsrGroups, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
 from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import PartitionState, invalid_transition_error
@@ -385,7 +385,25 @@ class PartitionStateMachine(StateMachineParts):
         record = records.append
         name = strategy.name
         online = _P.ONLINE
+        batch = self._batch
+        staged = LeaderAndIsrGroups(ctx, is_new=False)
+        step = self.stream_slice
+
+        def take_written() -> None:
+            """Record, cache and build the requests of what was written so far (a slice of results)."""
+            self._log.partition_records(RecordKind.ELECTION, records)
+            ctx.put_leadership_by_id(written)
+            staged.add(requests)
+            ids_written = [pid for pid, _ in written]
+            batch.prebuild_update_metadata(ids_written)
+            elected.extend(ids_written)
+            records.clear()
+            written.clear()
+            requests.clear()
+
         try:
+            # Each slice of results is taken as it comes back, while ZooKeeper applies the later multis:
+            # what is left once the last write is in is one slice and the send.
             for pid, (_, recipients, unclean), (tp, result) in zip(
                 write_ids, decisions, self._write_states(to_write), strict=True
             ):
@@ -400,11 +418,11 @@ class PartitionStateMachine(StateMachineParts):
                 requests.append((recipients, pid, info, assignments[pid] or EMPTY_ASSIGNMENT))
                 record((tp, states[pid], online, name, before[pid], result, unclean))
                 results[tp] = result
+                if len(written) >= step:
+                    take_written()
         finally:  # what was written is recorded, cached and requested even when a later multi fails
-            self._log.partition_records(RecordKind.ELECTION, records)
-            ctx.put_leadership_by_id(written)
-            self._batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
-            elected.extend(pid for pid, _ in written)
+            take_written()
+            batch.add_leader_and_isr_groups(staged)
         results.update(failed)
         return results, [*retry, *unconfirmed]
 
@@ -509,6 +527,34 @@ class PartitionStateMachine(StateMachineParts):
         derive = _derive
         empty = EMPTY_ASSIGNMENT
         out: dict[int, ElectionOutcome] = {}
+        if not per_partition and not by_target:
+            # The usual batch (no failed log directory, not a reassignment): one online set for all,
+            # the shape keyed without it, and ``_derive`` inlined (once per partition elected).
+            plain: dict[tuple[tuple[int, ...], tuple[int, ...], bool], ElectionOutcome] = {}
+            state_of, new = LeaderAndIsr, _new_outcome
+            for pid, current, unclean in rows:
+                if current is None:
+                    out[pid] = _NO_OUTCOME
+                    continue
+                assignment = assignments[pid] or empty
+                plain_key = (assignment.replicas, current.isr, unclean)
+                shape = plain.get(plain_key)
+                if shape is None:
+                    out[pid] = plain[plain_key] = decide(current, assignment, shared, unclean)
+                    continue
+                chosen = shape[0]
+                if chosen is None:
+                    out[pid] = shape
+                else:  # _derive(shape, current)
+                    out[pid] = new(
+                        ElectionOutcome,
+                        (
+                            state_of(chosen.leader, current.leader_epoch + 1, chosen.isr, current.zk_version),
+                            shape[1],
+                            shape[2],
+                        ),
+                    )
+            return out
         for pid, current, unclean in rows:
             if current is None:
                 out[pid] = _NO_OUTCOME

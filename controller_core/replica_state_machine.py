@@ -30,7 +30,7 @@ from controller_core.model import (
 )
 from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
-from controller_core.request_batch import LeaderAndIsrIdEntry
+from controller_core.request_batch import LeaderAndIsrGroups, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
 from controller_core.state_machine_parts import StateMachineParts
 from controller_core.states import ReplicaState, invalid_transition_error
@@ -38,6 +38,9 @@ from controller_core.states import ReplicaState, invalid_transition_error
 logger = logging.getLogger(__name__)
 
 _R = ReplicaState
+
+_OnCached = Callable[[Sequence[tuple[int, LeaderIsrAndControllerEpoch]]], None]
+"""Told of each slice of new cached states (partition number, leadership) of an ISR removal."""
 
 _Split = tuple[dict[int, ReplicaState] | None, tuple[int, ...], tuple[int, ...]]
 """A replica list's initial states (Online, or DeletionIneligible on a dead broker; the table's shared
@@ -304,20 +307,28 @@ class ReplicaStateMachine(StateMachineParts):
                 without_leadership.append(PartitionAndReplica(tps[pid], broker_id))
         batch.add_stop_replica_requests_by_id(broker_id, ids, False)
 
-        updated = self._remove_replicas_from_isr(broker_id, with_leadership)
         deleting = ctx.topics_to_be_deleted
-        requests: list[LeaderAndIsrIdEntry] = []
+        staged = LeaderAndIsrGroups(ctx, is_new=False)
         others: dict[tuple[int, ...], tuple[int, ...]] = {}  # per replica list: the replicas but broker_id
-        for pid, info in updated.items():
-            if not deleting or tps[pid].topic not in deleting:
-                # Every other assigned replica learns the new ISR (not only the leader, §15.16).
-                assignment = assignments[pid] or EMPTY_ASSIGNMENT
-                assigned = assignment.replicas
-                recipients = others.get(assigned)
-                if recipients is None:
-                    recipients = others[assigned] = tuple([r for r in assigned if r != broker_id])
-                requests.append((recipients, pid, info, assignment))
-        batch.add_leader_and_isr_requests_by_id(requests, is_new=False)
+
+        def request(taken: Sequence[tuple[int, LeaderIsrAndControllerEpoch]]) -> None:
+            """The LeaderAndIsr (and UpdateMetadata) states of ISRs shrunk so far, built as their multis
+            come back while ZooKeeper applies the later ones."""
+            requests: list[LeaderAndIsrIdEntry] = []
+            for pid, info in taken:
+                if not deleting or tps[pid].topic not in deleting:
+                    # Every other assigned replica learns the new ISR (not only the leader, §15.16).
+                    assignment = assignments[pid] or EMPTY_ASSIGNMENT
+                    assigned = assignment.replicas
+                    recipients = others.get(assigned)
+                    if recipients is None:
+                        recipients = others[assigned] = tuple([r for r in assigned if r != broker_id])
+                    requests.append((recipients, pid, info, assignment))
+            staged.add(requests)
+            batch.prebuild_update_metadata([pid for _, pid, _, _ in requests])
+
+        updated = self._remove_replicas_from_isr(broker_id, with_leadership, request)
+        batch.add_leader_and_isr_groups(staged)
         self._put_all(broker_id, list(updated), _R.OFFLINE)
 
         if without_leadership:
@@ -328,19 +339,22 @@ class ReplicaStateMachine(StateMachineParts):
 
     # -- ISR removal (§3.3) -------------------------------------------------------------------------
 
-    def _remove_replicas_from_isr(self, broker_id: int, ids: Sequence[int]) -> dict[int, LeaderIsrAndControllerEpoch]:
+    def _remove_replicas_from_isr(
+        self, broker_id: int, ids: Sequence[int], on_cached: _OnCached | None = None
+    ) -> dict[int, LeaderIsrAndControllerEpoch]:
         """Take ``broker_id`` out of the ISR of each partition (numbers of the context's table) in
         ZooKeeper, retrying version conflicts.
 
         Returns the partitions that succeeded with their new cached state; failures are logged
-        as failed changes and keep their replica state.
+        as failed changes and keep their replica state. ``on_cached`` gets them too, in the same
+        order, a slice at a time as each is cached (the written ones as their multis come back).
         """
         results: dict[int, LeaderIsrAndControllerEpoch] = {}
         remaining = list(ids)
         tps = self._ctx.table.tps
         from_cache = self.decide_from_cache  # conflicts always re-read (controller_core.cached_states)
         while remaining:
-            finished, remaining = self._do_remove_replicas_from_isr(broker_id, remaining, from_cache)
+            finished, remaining = self._do_remove_replicas_from_isr(broker_id, remaining, from_cache, on_cached)
             from_cache = False
             for pid, outcome in finished.items():
                 if isinstance(outcome, Exception):
@@ -357,7 +371,7 @@ class ReplicaStateMachine(StateMachineParts):
         return results
 
     def _do_remove_replicas_from_isr(
-        self, broker_id: int, ids: Sequence[int], from_cache: bool = False
+        self, broker_id: int, ids: Sequence[int], from_cache: bool = False, on_cached: _OnCached | None = None
     ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
         """One round: decide on the leadership column (``from_cache``; partitions not cached are read)
         or on ZooKeeper's states, write, cache and record; returns the finished partitions' outcomes
@@ -441,13 +455,25 @@ class ReplicaStateMachine(StateMachineParts):
             kept.append((pid, info))
             finished[pid] = info
         ctx.put_leadership_by_id(kept)
+        if on_cached is not None and kept:
+            on_cached(kept)
         retry: list[int] = unconfirmed
         if adjusted:
-            # Each result is used as its multi comes back, while ZooKeeper applies the next ones; the
-            # cache takes them in one pass (20,000 in a controlled shutdown), even if a later multi fails.
+            # Each slice of results is recorded, cached and handed to ``on_cached`` as its multis come
+            # back, while ZooKeeper applies the next ones, even if a later multi fails.
             written: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
             records: list[PartitionRow] = []
             record = records.append
+            step = self.stream_slice
+
+            def take_written() -> None:
+                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
+                ctx.put_leadership_by_id(written)
+                if on_cached is not None and written:
+                    on_cached(written[:])
+                records.clear()
+                written.clear()
+
             try:
                 for pid, left, (tp, outcome) in zip(adjusted_ids, before, self._write_states(adjusted), strict=True):
                     if outcome is None:
@@ -459,9 +485,10 @@ class ReplicaStateMachine(StateMachineParts):
                         info = LeaderIsrAndControllerEpoch(outcome, epoch)
                         written.append((pid, info))
                         finished[pid] = info
+                        if len(written) >= step:
+                            take_written()
             finally:  # what was written is recorded and cached even when a later multi fails
-                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
-                ctx.put_leadership_by_id(written)
+                take_written()
         return finished, retry
 
     # -- logging -----------------------------------------------------------------------------------

@@ -144,6 +144,10 @@ class ControllerBrokerRequestBatch:
         self._merged_registered: frozenset[int] | None = None
         # A warm standby's kept UpdateMetadata states for the pending partitions (``add_kept``): one send.
         self._kept_update_metadata: Mapping[int, UpdateMetadataPartitionState] | None = None
+        # UpdateMetadata states built ahead (``prebuild_update_metadata``), each with the leadership it
+        # was built from, and the live-broker set they were built against (their offline replicas).
+        self._prebuilt_update_metadata: dict[int, tuple[LeaderIsrAndControllerEpoch, UpdateMetadataPartitionState]] = {}
+        self._prebuilt_live: frozenset[int] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -174,6 +178,8 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_partitions = {}
         self._merged_registered = None
         self._kept_update_metadata = None
+        self._prebuilt_update_metadata = {}
+        self._prebuilt_live = None
 
     # -- pending contents (read-only views) ------------------------------------------------------
 
@@ -228,41 +234,19 @@ class ControllerBrokerRequestBatch:
         distinct recipient lists), and each broker's pending map takes its group in one update. Only
         partitions already pending as new for a broker need a second look (``is_new`` is sticky).
         """
-        pending = self._leader_and_isr
-        tps = self._ctx.table.tps
-        groups: dict[tuple[int, ...], list[tuple[int, LeaderAndIsrPartitionState]]] = {}
-        numbers: list[int] = []
-        number = numbers.append
-        state = LeaderAndIsrPartitionState
-        for broker_ids, pid, info, assignment in entries:
-            number(pid)
-            recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
-            group = groups.get(recipients)
-            tp = tps[pid]
-            lai = info.leader_and_isr
-            # leader_and_isr_state(tp, info, assignment, is_new) without the call: once per partition.
-            item = (
-                pid,
-                state(
-                    tp.topic,
-                    tp.partition,
-                    info.controller_epoch,
-                    lai.leader,
-                    lai.leader_epoch,
-                    lai.isr,
-                    lai.zk_version,
-                    assignment.replicas,
-                    assignment.adding_replicas,
-                    assignment.removing_replicas,
-                    is_new,
-                ),
-            )
-            if group is None:
-                groups[recipients] = [item]
-            else:
-                group.append(item)
+        groups = LeaderAndIsrGroups(self._ctx, is_new)
+        groups.add(entries)
+        self.add_leader_and_isr_groups(groups)
+
+    def add_leader_and_isr_groups(self, staged: LeaderAndIsrGroups) -> None:
+        """Add what ``staged`` built (``add_leader_and_isr_requests_by_id`` in two steps: an election
+        builds its partitions' states as their writes come back, while ZooKeeper applies the later
+        multis, and adds them all here once the last write is in, as one call would have, in the
+        same order)."""
+        groups, numbers, is_new = staged.groups, staged.numbers, staged.is_new
         if not numbers:
             return
+        pending = self._leader_and_isr
         by_broker: dict[int, list[tuple[int, LeaderAndIsrPartitionState]]] = {}
         for recipients, group in groups.items():
             for broker_id in recipients:
@@ -404,6 +388,51 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)
         self._update_metadata_partitions.update(dict.fromkeys(self._ctx.table.ids_of(partitions)))
 
+    def prebuild_update_metadata(self, ids: Iterable[int]) -> None:
+        """Build the UpdateMetadata states of ``ids`` (partition numbers, cached already) now, for the send
+        to use unless their leadership or the live brokers change meanwhile: an election builds them
+        as its writes come back, while ZooKeeper applies the later multis, instead of all at the send.
+        Nothing is built while topics are being deleted or log directories have failed (the send then
+        builds every state, as without this)."""
+        ctx = self._ctx
+        if ctx.topics_to_be_deleted or ctx.has_replicas_on_offline_dirs:
+            return
+        live = ctx.live_broker_ids
+        prebuilt = self._prebuilt_update_metadata
+        if live is not self._prebuilt_live:
+            prebuilt.clear()
+            self._prebuilt_live = live
+        table = ctx.table
+        leadership, assignments, tps = table.leadership, table.assignment, table.tps
+        offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
+        state = UpdateMetadataPartitionState
+        for pid in ids:
+            info = leadership[pid]
+            if info is None:
+                prebuilt.pop(pid, None)
+                continue
+            tp = tps[pid]
+            lai = info.leader_and_isr
+            assignment = assignments[pid]
+            replicas = () if assignment is None else assignment.replicas
+            offline = offline_of.get(replicas)
+            if offline is None:
+                offline = offline_of[replicas] = tuple([r for r in replicas if r not in live])
+            prebuilt[pid] = (
+                info,
+                state(
+                    tp.topic,
+                    tp.partition,
+                    info.controller_epoch,
+                    lai.leader,
+                    lai.leader_epoch,
+                    lai.isr,
+                    lai.zk_version,
+                    replicas,
+                    offline,
+                ),
+            )
+
     # -- sending -------------------------------------------------------------------------------
 
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
@@ -475,6 +504,8 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_partitions = {}
         self._merged_registered = None
         self._kept_update_metadata = None
+        self._prebuilt_update_metadata = {}
+        self._prebuilt_live = None
         return targets, partition_count
 
     def _update_metadata_states(self) -> SharedList[UpdateMetadataPartitionState]:
@@ -488,6 +519,10 @@ class ControllerBrokerRequestBatch:
             and kept.keys() == self._update_metadata_partitions.keys()
         ):
             return SharedList(kept.values())
+        if self._prebuilt_update_metadata:
+            prebuilt_states = self._prebuilt_update_metadata_states()
+            if prebuilt_states is not None:
+                return prebuilt_states
         states: SharedList[UpdateMetadataPartitionState] = SharedList()
         append = states.append
         skipped = 0
@@ -549,6 +584,35 @@ class ControllerBrokerRequestBatch:
             logger.debug("UpdateMetadata skipped %d partitions without leadership info", skipped)
         return states
 
+    def _prebuilt_update_metadata_states(self) -> SharedList[UpdateMetadataPartitionState] | None:
+        """``_update_metadata_states`` from the states built ahead, the pending partitions whose
+        leadership changed since (or never built) built now; None when the context no longer allows
+        them (a live-broker change, a topic deletion or a failed log directory meanwhile)."""
+        ctx = self._ctx
+        if (
+            ctx.live_broker_ids is not self._prebuilt_live
+            or ctx.topics_to_be_deleted
+            or ctx.has_replicas_on_offline_dirs
+        ):
+            return None
+        prebuilt = self._prebuilt_update_metadata
+        leadership = ctx.table.leadership
+        pending = self._update_metadata_partitions
+        states: SharedList[UpdateMetadataPartitionState] = SharedList()
+        append = states.append
+        get = prebuilt.get
+        for pid in pending:  # one pass: a lookup and an identity test a partition
+            p = get(pid)
+            if p is None or p[0] is not leadership[pid]:  # not built ahead, or its leadership changed since
+                self.prebuild_update_metadata((pid,))
+                p = get(pid)
+                if p is None:  # no leadership
+                    continue
+            append(p[1])
+        if len(states) < len(pending):
+            logger.debug("UpdateMetadata skipped %d partitions without leadership info", len(pending) - len(states))
+        return states
+
     def _send_stop_replica(self, controller_epoch: int) -> dict[int, int]:
         ctx = self._ctx
         registered = ctx.live_or_shutting_down_broker_ids
@@ -599,6 +663,59 @@ class ControllerBrokerRequestBatch:
             return LiveLeader(broker_id, None, -1)
         endpoint = broker.endpoint(self.inter_broker_listener) or broker.endpoints[0]
         return LiveLeader(broker_id, endpoint.host, endpoint.port)
+
+
+class LeaderAndIsrGroups:
+    """LeaderAndIsr partition states built ahead of ``add_leader_and_isr_groups``, grouped by their
+    recipients, in the order added (one election's writes, built as each multi comes back).
+
+    Example::
+
+        staged = LeaderAndIsrGroups(ctx, is_new=False)
+        staged.add([((1, 2), pid, info, assignment)])
+        batch.add_leader_and_isr_groups(staged)
+    """
+
+    __slots__ = ("_tps", "groups", "is_new", "numbers")
+
+    def __init__(self, context: ControllerContext, is_new: bool) -> None:
+        self._tps = context.table.tps
+        self.is_new = is_new
+        self.groups: dict[tuple[int, ...], list[tuple[int, LeaderAndIsrPartitionState]]] = {}
+        self.numbers: list[int] = []
+
+    def add(self, entries: Iterable[LeaderAndIsrIdEntry]) -> None:
+        """One partition state per ``(broker_ids, partition number, leadership, assignment)``."""
+        tps, groups, is_new = self._tps, self.groups, self.is_new
+        number = self.numbers.append
+        state = LeaderAndIsrPartitionState
+        for broker_ids, pid, info, assignment in entries:
+            number(pid)
+            recipients = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
+            group = groups.get(recipients)
+            tp = tps[pid]
+            lai = info.leader_and_isr
+            # leader_and_isr_state(tp, info, assignment, is_new) without the call: once per partition.
+            item = (
+                pid,
+                state(
+                    tp.topic,
+                    tp.partition,
+                    info.controller_epoch,
+                    lai.leader,
+                    lai.leader_epoch,
+                    lai.isr,
+                    lai.zk_version,
+                    assignment.replicas,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                    is_new,
+                ),
+            )
+            if group is None:
+                groups[recipients] = [item]
+            else:
+                group.append(item)
 
 
 def leader_and_isr_state(

@@ -19,6 +19,10 @@ from controller_core.state_change_log import StateChangeLogger
 class StateMachineParts:
     """The context, store, request batch and state-change logger of one state machine."""
 
+    stream_slice: int = 1024
+    """Write results are taken (recorded, cached, their requests built) this many at a time as their
+    multis come back, while ZooKeeper applies the later ones (a multi holds ~750 state writes)."""
+
     def __init__(
         self,
         context: ControllerContext,

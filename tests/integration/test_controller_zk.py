@@ -315,9 +315,9 @@ class HandOverLog:
             self.steps.append((type(request).__name__, broker_id, leaders))
             send(broker_id, request, callback)
 
-        def recording_remove(broker_id: int, ids: Any) -> Any:
+        def recording_remove(broker_id: int, ids: Any, on_cached: Any = None) -> Any:
             self.steps.append(("isr_removal", broker_id, sorted(ids)))  # partition numbers of the context's table
-            return remove(broker_id, ids)
+            return remove(broker_id, ids, on_cached)
 
         replicas_on_brokers = controller.ctx.replicas_on_brokers
 
