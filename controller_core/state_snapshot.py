@@ -65,26 +65,34 @@ def snapshot_json_fields(table: PartitionTable) -> dict[str, list[bytes | bytear
     (``StateChangeLogger.record_json`` joins them into the record's JSON once)."""
     tps, p_column, r_column = table.tps, table.state, table.replica_states
     partitions, replicas = _States(), _States()
+    # Per shared replica-state mapping (a few per cluster, alive as long as the table, so their ids are
+    # stable): its (state, "@broker") pairs, made once instead of once per partition (~40 % of the CPU).
+    suffixes: dict[int, tuple[tuple[str, str], ...]] = {}
     for pids in _slices(len(tps)):
         p_lists: dict[str, list[str]] = {}
         r_lists: dict[str, list[str]] = {}
         for pid in pids:
-            p_state, r_states = p_column[pid], r_column[pid]
+            p_state = p_column[pid]
+            r_states = r_column[pid]
             if p_state is None and not r_states:
                 continue
             topic, partition = tps[pid]
             entity = f"{topic}-{partition}"
             if p_state is not None:
-                members = p_lists.get(p_state.value)
+                value = p_state.value
+                members = p_lists.get(value)
                 if members is None:
-                    members = p_lists[p_state.value] = []
+                    members = p_lists[value] = []
                 members.append(entity)
             if r_states:
-                for broker_id, r_state in r_states.items():
-                    members = r_lists.get(r_state.value)
+                pairs = suffixes.get(id(r_states))
+                if pairs is None:
+                    pairs = suffixes[id(r_states)] = tuple((s.value, f"@{b}") for b, s in r_states.items())
+                for value, suffix in pairs:
+                    members = r_lists.get(value)
                     if members is None:
-                        members = r_lists[r_state.value] = []
-                    members.append(f"{entity}@{broker_id}")
+                        members = r_lists[value] = []
+                    members.append(entity + suffix)
         for state, entities in p_lists.items():
             partitions.add(state, entities)
         for state, entities in r_lists.items():
