@@ -106,12 +106,16 @@ def spark_server(remote: str | None, base: Path) -> Iterator[tuple[str, int | No
     if remote:
         yield remote, None
         return
-    server = SparkConnectServer(host="127.0.0.1", port=free_port(), base_dir=base / "spark-server", driver_memory="6g")
-    server.start(timeout=240.0)
+    # A directory of this run's own: ``--dir`` may be shared (one generated history for several
+    # checkouts), and a pid file there would let another run stop or adopt this server.
+    server_dir = Path(tempfile.mkdtemp(prefix="spark-server-", dir=base))
+    server = SparkConnectServer(host="127.0.0.1", port=free_port(), base_dir=server_dir, driver_memory="6g")
     try:
+        server.start(timeout=240.0)
         yield server.remote, server.recorded_pid()
     finally:
         server.stop()
+        shutil.rmtree(server_dir, ignore_errors=True)
 
 
 def _day_ms(day: Any) -> int:
