@@ -28,8 +28,11 @@ from tests.integration.analytics_history import CLUSTER, D1, D2, ms
 from tests.integration.conftest import SharedDir
 from workers.analytics import cursor
 from workers.analytics import job as J
+from workers.analytics import records as R
+from workers.analytics import transforms as X
 from workers.analytics.inputs import JobConfig, state_root
 from workers.analytics.small import engine
+from workers.analytics.small import events as E
 from workers.analytics.small.state import STATE_PARTS
 from workers.analytics.transforms import DAY_MS
 
@@ -157,9 +160,9 @@ def _chain(
         spark_out, python_out = both_engines(spark, config, work / f"cut-{index}")
         problems = differences(spark_out, python_out, config, cluster)
         assert not problems, f"seed {seed}, cut {cut} ({index}): " + "\n".join(problems)
-        # The next run starts from the state this one saved (Spark's: the two are equal).
+        # The next run (both engines) starts from the state the Python engine saved: Spark reads it too.
         shutil.rmtree(output)
-        shutil.copytree(spark_out, output)
+        shutil.copytree(python_out, output)
         previous_ms, previous_bytes = int(cut), upto
 
 
@@ -207,3 +210,37 @@ def test_cursor_runs_of_the_demo_clusters_generated_day(
     shutil.copytree(state_root(output, as_of=first), state_root(output, at_ms=midnight))
     cuts = sorted(rng.uniform(midnight + 1, midnight + DAY_MS) for _ in range(2))
     _chain(spark, log, second, DEMO_SPEC.cluster, midnight, cuts, tmp_path / "d2", seed)
+
+
+EDGE_LINES = [
+    {"ts": 1.0, "kind": None, "leader_after": -1, "topic": "t", "partition": 0},
+    {"ts": 2.0, "kind": R.KIND_PARTITION_TRANSITION, "leader_after": 3, "topic": "t", "partition": 0},
+    {"ts": 3.0, "leader_after": 3, "topic": "t", "partition": 0},
+    {"ts": 4.0, "kind": R.KIND_ISR_CHANGE, "entity": "orders-eu-3@5", "isr_before": [1, 2], "isr_after": [2, 4]},
+    {"ts": 5.0, "kind": R.KIND_ISR_CHANGE, "entity": "orders-99999999999", "isr_before": [1]},
+    {"ts": 6.0, "kind": R.KIND_STATE_SNAPSHOT, "partition_states": {"Online": ["a-0"], "Offline": None}},
+    {"ts": 7.0, "kind": R.KIND_ELECTION, "partition": 1.5, "controller_epoch": True, "unclean": "yes"},
+    {"ts": "soon", "kind": R.KIND_ELECTION},
+    {
+        "ts": 8.0,
+        "kind": R.KIND_BROKER_CHANGE,
+        "new_brokers": [1, None],
+        "session_lost_brokers": [2],
+        "session_lost_ms": 7.5,
+    },
+    {"ts": 9.0, "kind": R.KIND_REASSIGNMENT, "event_id": "e1", "phase": "started", "topic": "t", "partition": 2},
+]
+
+
+def test_records_are_read_and_projected_as_spark_does(spark: SparkSession, tmp_path: Path) -> None:
+    """Edge cases of reading and ``prepare_events`` (SQL nulls, wrong types, torn line), one Spark query."""
+    log = tmp_path / "edge.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in EDGE_LINES) + '{"ts": 10.0, "ki')
+    frame = X.prepare_events(spark.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(str(log)))
+    want = sorted((row.asDict(recursive=True) for row in frame.collect()), key=lambda r: r["ts"])
+    got = [e for e in (E.prepare(r, "c") for r in E.read_lines([log])) if e is not None]
+    for event in got:
+        del event["cluster"]
+    assert [e["ts"] for e in got] == [r["ts"] for r in want]
+    for mine, spark_row in zip(got, want, strict=True):
+        assert mine == spark_row, mine["ts"]

@@ -28,7 +28,7 @@ MANIFESTS_DIR = "_manifests"
 SMALL_INPUT_BYTES = 32 * 1024 * 1024
 #: Runs reading at most this many records, all JSON, take the Python engine (``workers.analytics.small``)
 #: instead of Spark: a cursor run of a few minutes costs Spark ~20 jobs' latency whatever its size.
-PYTHON_MAX_RECORDS = 0
+PYTHON_MAX_RECORDS = 5_000
 
 
 class JobInputError(ValueError):

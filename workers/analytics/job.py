@@ -194,6 +194,8 @@ class JobResult:
     warm_up_days: dict[str, int]
     #: Where the end state was saved for the next cursor run (``_state/at=<ms>``), if it was.
     state_ms: int | None = None
+    #: Which engine computed it: ``spark``, or ``python`` for a tiny run (``workers.analytics.small``).
+    engine: str = "spark"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -228,6 +228,7 @@ def run(config: JobConfig, progress: ProgressCallback | None = None) -> JobResul
         checkpoint=config.closed,
         warm_up_days={c.name: len(c.read_days) - len(c.window_days) for c in clusters},
         state_ms=window.effective_end_ms if config.save_state else None,
+        engine="python",
     )
     report(1.0, f"done in {result.seconds:.2f} s (python)")
     return result
