@@ -2,6 +2,13 @@
 
 A service of ours is started in its own session, tracked by a pid file that records the process's
 start time (``workers.local_processes``), and stopped only when that very process still runs.
+
+Each start also records its **owner**, the checkout that started it (its repository root), next to the
+pid (``<name>.json``). A pid file is all a stop needs, so any checkout pointed at the same directory
+(an exported ``SERVICES_DIR``, a benchmark's shared ``--dir``) could otherwise stop another's server:
+a developer's Spark Connect server, say, from a clean clone's CI. ``stop`` refuses a process whose
+recorded owner is another checkout (it says so and leaves the pid file), and ``start`` refuses to
+adopt one. A record without an owner (written by an older checkout) is treated as before.
 """
 
 from __future__ import annotations
@@ -12,10 +19,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scripts.devservices.paths import REPO_ROOT
 from workers.local_processes import port_open, recorded_pid, stop_recorded, write_pid_file
 
 
@@ -50,6 +59,8 @@ class ManagedProcess:
     host: str
     port: int
     base_dir: Path
+    #: The checkout this process belongs to (recorded at start; only that checkout stops it).
+    owner: str = str(REPO_ROOT)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -77,12 +88,33 @@ class ManagedProcess:
         """Our instance's pid while that very process runs (pid and start time match; workers/local_processes.py)."""
         return recorded_pid(self.pid_file)
 
+    def recorded_owner(self) -> str | None:
+        """The checkout that started the recorded process (None when unknown: no record, or an older one)."""
+        try:
+            owner = json.loads(self.info_file.read_text()).get("owner")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return owner if isinstance(owner, str) else None
+
+    def foreign_owner(self) -> str | None:
+        """The other checkout that started the live recorded process, if it is another's (else None)."""
+        if self.recorded_pid() is None:
+            return None
+        owner = self.recorded_owner()
+        return owner if owner is not None and owner != self.owner else None
+
     def running(self) -> bool:
         return self.recorded_pid() is not None and self.ready()
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server unless our own instance already runs (idempotent)."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        foreign = self.foreign_owner()
+        if foreign is not None:
+            raise ServiceError(
+                f"{self.name}: {self.base_dir} holds a {self.name} started by another checkout ({foreign});"
+                " use a directory of this checkout's own (SERVICES_DIR)"
+            )
         if self.recorded_pid() is not None:
             self.wait_ready(timeout)
             return
@@ -107,7 +139,8 @@ class ManagedProcess:
                 start_new_session=True,
             )
         write_pid_file(self.pid_file, self.process.pid)
-        self.info_file.write_text(json.dumps({"host": self.host, "port": self.port, "pid": self.process.pid}))
+        info = {"host": self.host, "port": self.port, "pid": self.process.pid, "owner": self.owner}
+        self.info_file.write_text(json.dumps(info))
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -125,7 +158,15 @@ class ManagedProcess:
         """Stop our instance (its process group, by pid and start time); True when something was stopped.
 
         A stale pid file, or one whose pid now belongs to another process, is removed and nothing
-        is signalled."""
+        is signalled. A process another checkout started is left running, with its pid file."""
+        foreign = self.foreign_owner()
+        if foreign is not None:
+            print(
+                f"{self.name}: pid {self.recorded_pid()} in {self.base_dir} was started by another checkout"
+                f" ({foreign}); not stopped",
+                file=sys.stderr,
+            )
+            return False
         stopped = stop_recorded(self.pid_file, timeout, sig, group=True)
         if self.process is not None:
             with contextlib.suppress(Exception):

@@ -16,6 +16,7 @@ from scripts.devservices.paths import (
     DEFAULT_SPARK_CONNECT_PORT,
     DEFAULT_VAR,
     DEFAULT_ZK_PORT,
+    REPO_ROOT,
 )
 from scripts.devservices.postgres import PostgresServer, postgres_bin_dir
 from scripts.devservices.process import ServiceError
@@ -85,14 +86,17 @@ class ServiceSet:
     host: str = "127.0.0.1"
     zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
     spark_port: int = 0  # a Spark Connect server too when non-zero (the dev stack; tests start their own)
+    owner: str = str(REPO_ROOT)  # the checkout whose services these are: only it stops them (process.py)
 
     @property
     def zookeeper(self) -> ZooKeeperServer:
-        return ZooKeeperServer(host=self.host, port=self.zk_port, base_dir=self.base_dir, heap_mb=self.zk_heap_mb)
+        return ZooKeeperServer(
+            host=self.host, port=self.zk_port, base_dir=self.base_dir, heap_mb=self.zk_heap_mb, owner=self.owner
+        )
 
     @property
     def redis(self) -> RedisServer:
-        return RedisServer(host=self.host, port=self.redis_port, base_dir=self.base_dir)
+        return RedisServer(host=self.host, port=self.redis_port, base_dir=self.base_dir, owner=self.owner)
 
     @property
     def spark(self) -> SparkConnectServer | None:
@@ -104,11 +108,12 @@ class ServiceSet:
             base_dir=self.base_dir,
             master=os.environ.get("SPARK_CONNECT_MASTER", "local[*]"),
             driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
+            owner=self.owner,
         )
 
     @property
     def postgres(self) -> PostgresServer:
-        return PostgresServer(host=self.host, port=self.pg_port, base_dir=self.base_dir)
+        return PostgresServer(host=self.host, port=self.pg_port, base_dir=self.base_dir, owner=self.owner)
 
     def up(self, *, postgres: bool = False, core: bool = True) -> None:
         if core:

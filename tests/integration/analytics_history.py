@@ -342,13 +342,16 @@ def _config(history: Path, output: Path, since: date, until: date, **kw: Any) ->
 def both_days(spark: SparkSession, history: Path, audit: Path, shared_dir: SharedDir) -> Path:
     """One run over both days, with the audit export (once per session); returns its run directory.
 
-    The reference the other runs are compared with takes the large-input path (``small_input_bytes=0``:
-    cached frames, the hashed walk, several shuffle tasks, every table written by Spark); the
-    chained and cursor runs of this small history take the small one, so equal tables say both agree.
+    The reference the other runs are compared with is Spark's large-input path (``small_input_bytes=0``:
+    cached frames, the hashed walk, several shuffle tasks, every table written by Spark; and
+    ``python_max_records=0``); the chained and cursor runs of this small history take the Python
+    engine (and the nightly run Spark's small path), so equal tables say they all agree.
     """
 
     def build(output: Path) -> None:
-        result = run(_config(history, output, D1, D2, actions_dir=audit, small_input_bytes=0), spark)
+        result = run(
+            _config(history, output, D1, D2, actions_dir=audit, small_input_bytes=0, python_max_records=0), spark
+        )
         assert result.records > 40 and result.checkpoint
 
     return _config(history, shared_dir("both-days", build), D1, D2).run_dir

@@ -108,7 +108,11 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCon
     root = _session_root(tmp_path_factory)
     with _locked(root) as shared:
         server = _server(shared)
-        if not server.running():
+        if server.recorded_pid() is not None:
+            # Alive: another worker's, perhaps slow to answer on a loaded machine. Wait for it;
+            # stopping it would kill the server the other workers are using.
+            server.wait_ready(180.0)
+        else:
             server.stop()  # a dead one's pid file, if any
             server = SparkConnectServer(
                 port=free_port(), host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g"

@@ -21,8 +21,8 @@ from django.conf import settings as django_settings
 from controller_core.model import LeaderAndIsr, TopicPartition
 from controller_core.state_change_log import JsonLinesDailySink, StateChangeLogger
 from dashboard.analytics import models as M
-from scripts.devservices import SparkConnectServer
-from workers.analytics import tasks
+from scripts.devservices import SparkConnectServer, free_port
+from workers.analytics import runner, tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db, pytest.mark.timeout(600)]  # may start the Spark server
 
@@ -98,3 +98,37 @@ def test_a_broker_kill_shows_on_todays_analytics_within_five_minutes(
     runs = M.AnalyticsRun.objects.count()
     assert tasks.current.run() == {"skipped": "no new state changes"}
     assert M.AnalyticsRun.objects.count() == runs
+
+
+def test_tiny_ticks_never_touch_spark(settings: Any, tmp_path: Path) -> None:
+    """Beat's ticks over a small log take the Python engine from end to end: with no Spark server
+    at all (``SPARK_REMOTE`` names a closed port, compaction on), both the day's first tick and the
+    cursor tick after more records succeed, and the outage is loaded."""
+    settings.STATE_CHANGE_LOG_DIR = tmp_path / "log"
+    settings.ANALYTICS_OUTPUT_DIR = str(tmp_path / "results")
+    settings.ANALYTICS_COMPACTED_DIR = str(tmp_path / "compacted")
+    settings.ANALYTICS_AUDIT_DIR = str(tmp_path / "audit")
+    settings.ANALYTICS_COMPACT = True
+    settings.SPARK_REMOTE = f"sc://127.0.0.1:{free_port()}"  # nobody listens: any Spark use fails the run
+
+    now = time.time()
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    start_s = max(now - 40.0, midnight + 1.0)
+    if start_s + 31.0 > now + 1.0:
+        pytest.skip("too close to midnight UTC for today's records to be in the past")
+    log_file = tmp_path / "log" / CLUSTER / f"state-change-{datetime.fromtimestamp(start_s, UTC).date()}.jsonl"
+    _write_broker_kill(tmp_path / "log", start_s)
+    lines = log_file.read_text().splitlines(keepends=True)
+    log_file.write_text("".join(lines[:2]))  # the first tick sees the partitions created
+
+    today = datetime.fromtimestamp(start_s, UTC).date()
+    pipeline = runner.PipelineSettings.from_django()
+    # The first tick just after the partitions were created; the next one now, after the broker died.
+    first = runner.execute_current(today, pipeline, now_ms=int((start_s + 1.0) * 1000))
+    assert first.get("status") == "succeeded", first
+    log_file.write_text("".join(lines))
+    second = runner.execute_current(today, pipeline, now_ms=int(time.time() * 1000))
+    assert second.get("status") == "succeeded", second
+    assert M.AnalyticsCursor.objects.get(cluster=CLUSTER).bytes == log_file.stat().st_size
+    interval = M.UnavailabilityInterval.objects.get(cluster=CLUSTER, topic="orders", partition=0)
+    assert interval.cause_broker == 2 and interval.outage_s == pytest.approx(SESSION_TIMEOUT_S + 0.4, abs=1e-3)

@@ -20,6 +20,7 @@ def test_the_quick_benchmark_reports_each_figure(
     figures = json.loads(capsys.readouterr().out)
     for key in (
         "incremental_small_s",
+        "incremental_small_spark_s",
         "incremental_day_s",
         "full_s",
         "full_json_s",
@@ -38,4 +39,6 @@ def test_the_quick_benchmark_reports_each_figure(
     assert figures["incremental_day_warm_up_days"] == {"demo": 0}  # from the previous day's checkpoint
     # The 5-minute run is a cursor run: it read only the records after the cursor, not the day so far.
     assert 0 < figures["incremental_small_records"] == figures["small_records_in_window"]
+    assert figures["incremental_small_engine"] == "python"  # tiny: no Spark
+    assert figures["incremental_day_engine"] in ("python", "spark")
     assert set(figures["meets_targets"]) == {"incremental_small_s", "incremental_day_s", "full_s", "full_ratio"}

@@ -31,11 +31,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
 from workers.analytics import records as R
 from workers.analytics.inputs import JobInputError, parse_day
-from workers.analytics.session import build_spark
+from workers.analytics.session import SessionSource, build_spark, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +94,7 @@ def pending_days(
 
 
 def compact(
-    spark: SparkSession,
+    spark: SessionSource,
     input_dir: Path,
     compacted_dir: Path,
     clusters: Sequence[str] = (),
@@ -105,14 +103,18 @@ def compact(
     today: date | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompactionResult:
-    """Compact every closed, not yet compacted day (up to ``until``) of ``clusters`` (default: all)."""
+    """Compact every closed, not yet compacted day (up to ``until``) of ``clusters`` (default: all).
+
+    ``spark`` may be a function that opens the session: it is called only when a day needs it."""
     todo, up_to_date = pending_days(input_dir, compacted_dir, clusters, until, today, force)
     result = CompactionResult(up_to_date=up_to_date)
+    session = resolve(spark) if todo else None
     for cluster, days in todo.items():
         for day, path in days:
             target = day_directory(compacted_dir, cluster, day)
             # One day per write: its _SUCCESS marker then says exactly that this day is complete.
-            spark.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(str(path)).write.mode(
+            assert session is not None
+            session.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(str(path)).write.mode(
                 "overwrite"
             ).parquet(str(target))
             result.compacted.setdefault(cluster, []).append(day.isoformat())

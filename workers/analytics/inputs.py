@@ -26,6 +26,9 @@ MANIFESTS_DIR = "_manifests"
 # About 70,000 records of JSON: a quiet cluster's day, or a few minutes of a busy one. Below this a
 # run's cost is Spark's per-job latency, not its data (docs/analytics.md, "What bounds it").
 SMALL_INPUT_BYTES = 32 * 1024 * 1024
+#: Runs reading at most this many records, all JSON, take the Python engine (``workers.analytics.small``)
+#: instead of Spark: a cursor run of a few minutes costs Spark ~20 jobs' latency whatever its size.
+PYTHON_MAX_RECORDS = 5_000
 
 
 class JobInputError(ValueError):
@@ -75,6 +78,8 @@ class JobConfig:
     save_state: bool = False
     #: Inputs (bytes of log and compacted files read) up to this size run as a small run (``job``).
     small_input_bytes: int = SMALL_INPUT_BYTES
+    #: Inputs of at most this many records (JSON only) run in Python, without Spark; 0: always Spark.
+    python_max_records: int = PYTHON_MAX_RECORDS
 
     def validate(self) -> None:
         if self.since > self.until:

@@ -65,7 +65,14 @@ from workers.analytics.inputs import (
     state_root,
     yesterday_utc,
 )
-from workers.analytics.session import UNCOMPRESSED_CACHE_CONF, SparkUnavailableError, build_spark
+from workers.analytics.session import (
+    UNCOMPRESSED_CACHE_CONF,
+    SessionSource,
+    SparkUnavailableError,
+    build_spark,
+    resolve,
+)
+from workers.analytics.small import engine as small_engine
 
 __all__ = [
     "MANIFESTS_DIR",
@@ -187,6 +194,8 @@ class JobResult:
     warm_up_days: dict[str, int]
     #: Where the end state was saved for the next cursor run (``_state/at=<ms>``), if it was.
     state_ms: int | None = None
+    #: Which engine computed it: ``spark``, or ``python`` for a tiny run (``workers.analytics.small``).
+    engine: str = "spark"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,11 +214,21 @@ class _Progress:
             self._callback(min(1.0, self._done / self._steps), message)
 
 
-def run(config: JobConfig, spark: SparkSession | None = None, progress: ProgressCallback | None = None) -> JobResult:
-    """Compute every metric for ``config``'s window and write the results; return a summary."""
+def run(
+    config: JobConfig,
+    spark: SessionSource | None = None,
+    progress: ProgressCallback | None = None,
+) -> JobResult:
+    """Compute every metric for ``config``'s window and write the results; return a summary.
+
+    A tiny run (at most ``config.python_max_records`` records, all JSON) takes the Python engine
+    (``workers.analytics.small``): the same tables and saved state, no Spark. ``spark`` may be a
+    function that opens the session, so a run that needs none never connects."""
     started = time.perf_counter()
     clusters = discover(config)
-    spark = spark or build_spark()
+    if small_engine.eligible(config, clusters):
+        return small_engine.run(config, progress)
+    spark = build_spark() if spark is None else resolve(spark)
     window = config.window
     report = _Progress(progress, steps=5 + len(TABLES) + (1 if config.closed else 0) + (1 if config.save_state else 0))
     names = [c.name for c in clusters]

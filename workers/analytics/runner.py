@@ -155,6 +155,16 @@ def execute(
         return run
     started = time.monotonic()
     own_session = spark is None
+    # Opened on first use: a run whose jobs all take the Python engine (beat's tiny cursor runs) and
+    # that has no day to compact never connects to Spark.
+    opened: list[SparkSession] = [] if spark is None else [spark]
+
+    def session() -> SparkSession:
+        if not opened:
+            opened.append(
+                build_spark(pipeline.master, driver_memory=pipeline.driver_memory, remote=pipeline.remote or None)
+            )
+        return opened[0]
 
     def progress(fraction: float, message: str) -> None:
         _update(run, progress=round(fraction, 3), message=message[:255])
@@ -177,15 +187,13 @@ def execute(
         )
         if positions is None:
             discover(config)  # bad input fails here, before a JVM starts
-        if spark is None:
-            spark = build_spark(pipeline.master, driver_memory=pipeline.driver_memory, remote=pipeline.remote or None)
         # Every action, not just the window's: a reassignment started last week may end today.
         exported = audit_export.export_actions(pipeline.audit_dir, None, run.cluster_list)
         progress(0.01, exported.describe())
         if pipeline.compact:
             progress(0.02, "compacting closed days to Parquet")
             done = compaction.compact(
-                spark,
+                session,
                 pipeline.input_dir,
                 pipeline.compacted_dir,
                 run.cluster_list,
@@ -194,7 +202,7 @@ def execute(
             )
             progress(0.05, f"compacted {done.days} day(s), {done.up_to_date} already up to date")
         if positions is None:
-            result = run_job(config, spark, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
+            result = run_job(config, session, lambda f, m: progress(0.05 + 0.75 * min(f, 0.999), m))
             records = result.records
             _update(run, records=records)
             progress(0.8, "loading the results into the database")
@@ -208,7 +216,7 @@ def execute(
                     cluster__in=list(loaded), day__gte=run.since, day__lte=run.until
                 ).delete()
         else:
-            records, loaded = _compute_current(run, pipeline, spark, positions, now_ms, progress)
+            records, loaded = _compute_current(run, pipeline, session, positions, now_ms, progress)
             _update(run, records=records)
         _update(
             run,
@@ -226,8 +234,8 @@ def execute(
         _update(run, finished_at=timezone.now(), duration_s=round(time.monotonic() - started, 2))
         if report is not None:
             report(run)
-        if own_session and spark is not None:
-            spark.stop()
+        if own_session and opened:
+            opened[0].stop()
     return run
 
 
@@ -318,7 +326,7 @@ def _plan_current(
 def _compute_current(
     run: AnalyticsRun,
     pipeline: PipelineSettings,
-    spark: SparkSession,
+    spark: Callable[[], SparkSession],
     positions: Mapping[str, cursor.Position],
     now_ms: int | None,
     progress: Callable[[float, str], None],

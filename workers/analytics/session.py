@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
+from typing import cast
 
 from pyspark.sql import SparkSession
 
@@ -133,3 +135,15 @@ def _connect(remote: str, app_name: str, shuffle_partitions: int | None, extra: 
     for key, value in settings.items():
         spark.conf.set(key, value)
     return spark
+
+
+#: A session, or a function that opens one on first need (a run that needs none never connects).
+SessionSource = SparkSession | Callable[[], SparkSession]
+
+
+def resolve(source: SessionSource) -> SparkSession:
+    """The session itself, or the one the function opens (a Connect session is no subclass of
+    ``pyspark.sql.SparkSession``, so a session is told from a function by its ``read``)."""
+    if hasattr(source, "read"):
+        return cast(SparkSession, source)
+    return source()
