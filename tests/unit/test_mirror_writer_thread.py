@@ -31,13 +31,15 @@ class BlockingWriter(RecordingWriter):
         self.metas: list[dict[str, Any]] = []
         self.fail_next = False
 
-    def write_changes(self, ch: ChangeSet, meta: dict[str, Any], before_rows: Any = None) -> None:
+    def write_changes(
+        self, ch: ChangeSet, meta: dict[str, Any], before_rows: Any = None, after_rows: Any = None
+    ) -> None:
         self.entered.release()
         assert self.release.acquire(timeout=5)
         if self.fail_next:
             self.fail_next = False
             raise redis.ConnectionError("gone")
-        super().write_changes(ch, meta, before_rows)
+        super().write_changes(ch, meta, before_rows, after_rows)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         self.metas.append(dict(meta))

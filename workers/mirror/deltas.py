@@ -122,6 +122,22 @@ class DeltaBuilder:
         return out
 
 
+def split_rows(messages: list[Message]) -> tuple[list[Message], list[Message]]:
+    """``messages`` split into those without rows and those that carry or announce rows (in order).
+
+    The mirror publishes the first as soon as a flush's counters are stored and the second once its
+    rows are (``SnapshotWriter.write_changes``). Each scope has one message per flush, so every
+    scope's order is kept.
+    """
+    counters_only: list[Message] = []
+    with_rows: list[Message] = []
+    for group, message in messages:
+        data = message.get("data") or {}
+        carries_rows = "rows" in data or "rows_truncated" in data or "removed_rows" in data
+        (with_rows if carries_rows else counters_only).append((group, message))
+    return counters_only, with_rows
+
+
 def _edges(ch: ChangeSet, scope: str) -> dict[str, dict[str, int]]:
     machines = ch.edges.get(scope, {})
     return {machine: dict(edges) for machine, edges in machines.items()}

@@ -32,7 +32,7 @@ from kazoo.protocol.states import KazooState
 from dashboard.live import groups, protocol
 from workers.mirror.changes import ChangeSet
 from workers.mirror.config import MirrorConfig
-from workers.mirror.deltas import DeltaBuilder, watched_scopes
+from workers.mirror.deltas import DeltaBuilder, split_rows, watched_scopes
 from workers.mirror.events import MirrorEvent, Wakeup
 from workers.mirror.gc_policy import IdleCollector
 from workers.mirror.publish import Publisher
@@ -114,14 +114,20 @@ class StatusAndFlush:
             return  # the coming resync rewrites everything this flush carries
         seq = self.seq + 1
         messages = self.builder.build(changes, seq, self._watched_scopes(now))
+        counters_only, with_rows = split_rows(messages)
         lag_ms = (now - first) * 1000.0 if first is not None else 0.0
         published_at: list[float] = []
 
         def publish() -> None:
-            # Once counters and seq are stored: the page's wait ends here, the rows follow.
+            # Once counters and seq are stored: the overview's and the diagrams' wait ends here.
             self.seq = seq
             published_at.append(self.clock())
-            self.publisher.publish(messages)
+            self.publisher.publish(counters_only)
+
+        def publish_rows() -> None:
+            # Once the rows are stored too: a page may read them as soon as it hears of them.
+            if with_rows:
+                self.publisher.publish(with_rows)
 
         try:
             if self.writer.meta_gen() != gen:
@@ -135,13 +141,14 @@ class StatusAndFlush:
                 # between this flush and the next heartbeat must not get the new seq with the old
                 # controller (it would never hear of the change again).
                 meta |= controller
-            self.writer.write_changes(changes, meta, before_rows=publish)
+            self.writer.write_changes(changes, meta, before_rows=publish, after_rows=publish_rows)
         except redis.RedisError as exc:
             # The snapshot in Redis now misses these changes: rebuild it once Redis answers again.
             self._resync_from_writer(f"Redis write failed: {exc}")
             return
         if not published_at:
             publish()
+            publish_rows()
         self.last_flush_lag_ms = lag_ms
         self.flushes += 1
         written = published_at[0]

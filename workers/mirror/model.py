@@ -42,5 +42,6 @@ class StateRead:
     mzxid: int
 
 
-# (partition state, replicas, replica states in replica order): what decides zset membership.
-Membership = tuple[str, tuple[int, ...], tuple[str, ...]]
+# (partition state, replicas, replica states in replica order, None where none is known): what
+# decides zset membership (a missing replica state counts as NewReplica there).
+Membership = tuple[str, tuple[int, ...], tuple[str | None, ...]]

@@ -48,30 +48,22 @@ class SnapshotWriter:
         self.cluster = cluster
 
     def write_changes(
-        self, ch: ChangeSet, meta: Mapping[str, Any], before_rows: Callable[[], None] | None = None
+        self,
+        ch: ChangeSet,
+        meta: Mapping[str, Any],
+        before_rows: Callable[[], None] | None = None,
+        after_rows: Callable[[], None] | None = None,
     ) -> None:
         """Write one flush: counters, summaries and ``seq`` in one ``MULTI``, rows and state sets in a second.
 
-        ``before_rows`` runs between the two (the mirror publishes the flush's deltas there): what a
-        page shows live is counters, so their write is all the browser waits for, while the rows of a
-        failover storm (thousands of JSON rows and state-set moves) follow at once on the same
-        connection, before any page can react to the delta by reading rows. Rows are encoded before
-        the first transaction so that the second one is sent right after the callback.
+        ``before_rows`` runs between the two, ``after_rows`` after the second (the mirror publishes
+        the deltas without rows in the first, those that carry rows in the second). What the
+        overview and the diagrams show live is counters, so their write is all they wait for; the
+        rows of a failover storm (thousands of JSON rows and state-set moves: encoding them is most
+        of a flush's writing) follow on the same connection, and a page told of changed rows is told
+        once they are stored (it may read them at once: ``rows_truncated``).
         """
         c = self.cluster
-        rows = self.client.pipeline(transaction=True)
-        if ch.rows:
-            encoded = [(m, layout.encode_row(row)) for m, row in ch.rows.items()]
-            for part in _chunks(encoded):
-                rows.hset(layout.partitions_key(c), mapping=_m(dict(part)))
-        for part in _chunks(ch.removed_rows):
-            rows.hdel(layout.partitions_key(c), *part)
-        for key, members in ch.zrem.items():
-            for part in _chunks(members):
-                rows.zrem(key, *part)
-        for key, members in ch.zadd.items():
-            for part in _chunks(members):
-                rows.zadd(key, dict.fromkeys(part, 0))
         pipe = self.client.pipeline(transaction=True)
         if ch.counts:
             pipe.hset(layout.counts_key(c), mapping=_m(ch.counts))
@@ -92,8 +84,23 @@ class SnapshotWriter:
         pipe.execute()
         if before_rows is not None:
             before_rows()
+        rows = self.client.pipeline(transaction=True)
+        if ch.rows:
+            encoded = [(m, layout.encode_row(row)) for m, row in ch.rows.items()]
+            for part in _chunks(encoded):
+                rows.hset(layout.partitions_key(c), mapping=_m(dict(part)))
+        for part in _chunks(ch.removed_rows):
+            rows.hdel(layout.partitions_key(c), *part)
+        for key, members in ch.zrem.items():
+            for part in _chunks(members):
+                rows.zrem(key, *part)
+        for key, members in ch.zadd.items():
+            for part in _chunks(members):
+                rows.zadd(key, dict.fromkeys(part, 0))
         if len(rows):
             rows.execute()
+        if after_rows is not None:
+            after_rows()
 
     def write_full(self, state: MirrorState, meta: Mapping[str, Any]) -> None:
         """Replace every mirror key of the cluster by ``state`` (one transaction)."""

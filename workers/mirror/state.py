@@ -24,11 +24,11 @@ from typing import Any
 from controller_core.model import ReplicaAssignment, TopicPartition
 from dashboard.clusters import layout
 from dashboard.clusters.layout import LIVE_BROKERS, TOPICS, PartitionRow
-from workers.mirror.aggregates import broker_state_contribution, rederive, topic_contribution
-from workers.mirror.changes import CLUSTER_SCOPE, ChangeSet
+from workers.mirror.aggregates import rederive
+from workers.mirror.changes import CLUSTER_SCOPE, ChangeSet, topic_scope
+from workers.mirror.contributions import Delta, Signature, delta, membership, membership_keys, moves, signature
 from workers.mirror.model import (
     MANAGED,
-    NEW_R,
     NON_EXISTENT_P,
     NON_EXISTENT_R,
     OBSERVED,
@@ -68,7 +68,6 @@ class MirrorState(StateUpdates):
         if mode not in (MANAGED, OBSERVED):
             raise ValueError(f"mode must be {MANAGED!r} or {OBSERVED!r}, not {mode!r}")
         self.cluster = cluster
-        self._key_base = layout.partition_state_set(cluster, "")[: -len("pz:")]
         self.mode = mode
         self.default_min_isr = default_min_isr
         self.partitions: dict[str, PartitionRow] = {}
@@ -97,6 +96,8 @@ class MirrorState(StateUpdates):
     def _reset_pending(self) -> None:
         self._changes = ChangeSet()
         self._edges: Counter[tuple[str, str, str, str]] = Counter()
+        # Topic-scope transitions, per (topic, the Delta that holds them): expanded when taken.
+        self._topic_edges: Counter[tuple[str, Delta]] = Counter()
         self._dirty_rows: set[str] = set()
         self._removed_rows: dict[str, Membership] = {}
         self._dirty_counts: set[str] = set()
@@ -118,6 +119,7 @@ class MirrorState(StateUpdates):
             or self._dirty_brokers
             or self._removed_brokers
             or bool(self._edges)
+            or bool(self._topic_edges)
             or not self._changes.is_empty
         )
 
@@ -125,32 +127,52 @@ class MirrorState(StateUpdates):
         """Hand over everything changed since the last call, coalesced, and start afresh."""
         ch = self._changes
         ch.add_edges(self._edges)
+        for (topic, d), n in self._topic_edges.items():
+            scope = topic_scope(topic)
+            for machine, src, dst in d.topic_edges or ():
+                ch.count_edge(scope, machine, src, dst, n)
+        # Rows that moved the same way share their state-set moves: grouped here, expanded once.
+        moved: dict[tuple[Membership | None, Membership | None], list[str]] = {}
+        partitions, flushed, removed = self.partitions, self._flushed, self._removed_rows
         for m in self._dirty_rows:
-            row = self.partitions.get(m)
+            row = partitions.get(m)
             if row is None:
                 continue
             ch.rows[m] = row
-            new = _membership(row)
-            old = self._flushed.get(m)
+            sig = row.counted
+            new: Membership = sig[:3] if sig is not None else membership(row)
+            old: Membership | None = flushed.get(m)
+            if old is None:
+                # Removed and created again since the last flush: it leaves the sets it was in.
+                old = removed.get(m)
+                flushed[m] = new
             if old != new:
-                self._diff_membership(ch, m, old, new)
-                self._flushed[m] = new
-        for m, old in self._removed_rows.items():
-            if m in self.partitions:
+                group = moved.get((old, new))
+                if group is None:
+                    moved[(old, new)] = [m]
+                else:
+                    group.append(m)
+                flushed[m] = new
+        for m, gone in removed.items():
+            if m in partitions:
                 continue
             ch.removed_rows.append(m)
-            self._diff_membership(ch, m, old, None)
+            moved.setdefault((gone, None), []).append(m)
+        for (was, now), members in moved.items():
+            for add, key, broker in moves(self.cluster, was, now):
+                target = ch.zadd if add else ch.zrem
+                names = target.get(key)
+                if names is None:
+                    names = target[key] = []
+                names.extend(members if broker is None else [f"{m}@{broker}" for m in members])
         pos, neg, gauges = self._pos, self._neg, self._gauges
         ch.counts = {k: gauges[k] if k in gauges else pos[k] - neg[k] for k in self._dirty_counts}
-        # One count per dirty topic, shared by its counters and its summary (a failover dirties
-        # every topic, and each count copies two counters).
-        computed: dict[str, Counter[str]] = {}
         for topic, keys in self._dirty_topic_counts.items():
-            tc = computed[topic] = self.topic_count(topic) if topic in self._tpos else Counter()
-            ch.topic_counts[topic] = {k: tc.get(k, 0) for k in keys}
+            tpos, tneg = self._tpos.get(topic, _EMPTY), self._tneg.get(topic, _EMPTY)
+            ch.topic_counts[topic] = {k: tpos.get(k, 0) - tneg.get(k, 0) for k in keys}
         for topic in self._dirty_topics | set(self._dirty_topic_counts):
             if topic in self.topics:
-                ch.topics[topic] = self.topic_summary(topic, computed.get(topic))
+                ch.topics[topic] = self.topic_summary(topic)
         ch.removed_topics = sorted(t for t in self._removed_topics if t not in self.topics)
         ch.brokers = {b: self.brokers[b] for b in self._dirty_brokers if b in self.brokers}
         ch.removed_brokers = sorted(b for b in self._removed_brokers if b not in self.brokers)
@@ -159,53 +181,15 @@ class MirrorState(StateUpdates):
 
     def mark_flushed_all(self) -> None:
         """Record that a full snapshot of the current state was just written."""
-        self._flushed = {m: _membership(row) for m, row in self.partitions.items()}
+        self._flushed = {m: membership(row) for m, row in self.partitions.items()}
         self._reset_pending()
-
-    def _diff_membership(self, ch: ChangeSet, m: str, old: Membership | None, new: Membership | None) -> None:
-        if old is not None and new is not None and old[1] == new[1]:
-            self._diff_same_replicas(ch, m, old, new)
-            return
-        old_keys = self._membership_keys(m, old) if old else set()
-        new_keys = self._membership_keys(m, new) if new else set()
-        for key, name in old_keys - new_keys:
-            ch.zrem.setdefault(key, []).append(name)
-        for key, name in new_keys - old_keys:
-            ch.zadd.setdefault(key, []).append(name)
-
-    def _diff_same_replicas(self, ch: ChangeSet, m: str, old: Membership, new: Membership) -> None:
-        """The common case (a failover): only states moved, so only their sets change."""
-        zadd, zrem = ch.zadd, ch.zrem
-        base = self._key_base
-        old_p, replicas, old_rs = old
-        new_p, _, new_rs = new
-        if old_p != new_p:
-            zrem.setdefault(f"{base}pz:{old_p}", []).append(m)
-            zadd.setdefault(f"{base}pz:{new_p}", []).append(m)
-            for b in replicas:
-                zrem.setdefault(f"{base}pzb:{b}:{old_p}", []).append(m)
-                zadd.setdefault(f"{base}pzb:{b}:{new_p}", []).append(m)
-        for b, so, sn in zip(replicas, old_rs, new_rs, strict=True):
-            if so != sn:
-                zrem.setdefault(f"{base}rz:{so}", []).append(f"{m}@{b}")
-                zadd.setdefault(f"{base}rz:{sn}", []).append(f"{m}@{b}")
-                zrem.setdefault(f"{base}rzb:{b}:{so}", []).append(m)
-                zadd.setdefault(f"{base}rzb:{b}:{sn}", []).append(m)
-
-    def _membership_keys(self, m: str, mb: Membership) -> set[tuple[str, str]]:
-        c = self.cluster
-        pstate, replicas, rstates = mb
-        keys = {(layout.partition_state_set(c, pstate), m)}
-        for b, rs in zip(replicas, rstates, strict=True):
-            keys.add((layout.partition_state_set(c, pstate, b), m))
-            keys.add((layout.replica_state_set(c, rs), f"{m}@{b}"))
-            keys.add((layout.replica_state_set(c, rs, b), m))
-            keys.add((layout.hosted_set(c, b), m))
-        return keys
 
     def membership_of(self, m: str) -> set[tuple[str, str]]:
         """Every (zset key, member) a partition belongs to now (for full snapshots)."""
-        return self._membership_keys(m, _membership(self.partitions[m]))
+        return {
+            (key, m if broker is None else f"{m}@{broker}")
+            for key, broker in membership_keys(self.cluster, membership(self.partitions[m]))
+        }
 
     # -- counters -------------------------------------------------------------------------------
     def _count(self, row: PartitionRow, sign: int) -> None:
@@ -218,55 +202,53 @@ class MirrorState(StateUpdates):
 
     def _recount(
         self, old: PartitionRow | None, new: PartitionRow | None, old_live: AbstractSet[int] | None = None
-    ) -> None:
-        """Move the counters from ``old``'s contribution to ``new``'s, touching only keys that differ.
+    ) -> Delta | None:
+        """Move the counters from ``old``'s contribution to ``new``'s; return the move (``None``: the
+        two count the same).
 
-        ``old_live`` is the broker set ``old`` was counted with (when the broker set just changed).
+        Only the counters that differ are touched: the move between two signatures is worked out
+        once (``contributions.delta``). ``old`` is uncounted with the signature it was counted with;
+        ``old_live`` is the broker set to count it with when it has none (never counted).
         """
         ref = new if new is not None else old
         assert ref is not None
         topic = ref.topic
         info = self.topics.get(topic)
         min_isr = info.min_isr if info else self.default_min_isr
-        new_keys: tuple[list[str], list[str]] | None = None
+        new_sig: Signature | None = None
         if new is not None:
-            new_keys = (topic_contribution(new, self.live, min_isr), broker_state_contribution(new))
-            new.counted = new_keys
-        old_keys: tuple[list[str], list[str]] | None = None
+            new_sig = new.counted = signature(new, self.live, min_isr)
+        old_sig: Signature | None = None
         if old is not None:
-            old_keys = old.counted or (
-                topic_contribution(old, self.live if old_live is None else old_live, min_isr),
-                broker_state_contribution(old),
-            )
+            old_sig = old.counted
+            if old_sig is None:
+                old_sig = signature(old, self.live if old_live is None else old_live, min_isr)
             old.counted = None
-        if new_keys is not None and old_keys is not None and new_keys == old_keys:
-            return
-        pos, neg = self._pos, self._neg
-        tpos = self._tpos.get(topic)
-        if tpos is None:
-            tpos = self._tpos[topic] = Counter()
-            self._tneg[topic] = Counter()
-        tneg = self._tneg[topic]
-        if new_keys is not None:
-            _count_elements(pos, new_keys[0])
-            _count_elements(pos, new_keys[1])
-            _count_elements(tpos, new_keys[0])
-        if old_keys is not None:
-            _count_elements(neg, old_keys[0])
-            _count_elements(neg, old_keys[1])
-            _count_elements(tneg, old_keys[0])
+        if old_sig == new_sig:
+            return None
+        d = delta(old_sig, new_sig)
+        if d.plus:
+            _count_elements(self._pos, d.plus)
+        if d.minus:
+            _count_elements(self._neg, d.minus)
+        if d.topic_plus or d.topic_minus:
+            tpos = self._tpos.get(topic)
+            if tpos is None:
+                tpos = self._tpos[topic] = Counter()
+                self._tneg[topic] = Counter()
+            if d.topic_plus:
+                _count_elements(tpos, d.topic_plus)
+            if d.topic_minus:
+                _count_elements(self._tneg[topic], d.topic_minus)
         if self._recording:
-            tdirty = self._dirty_topic_counts.get(topic)
-            if tdirty is None:
-                tdirty = self._dirty_topic_counts[topic] = set()
-            if new_keys is not None and old_keys is not None:  # the hot path: one call per set
-                self._dirty_counts.update(new_keys[0], new_keys[1], old_keys[0], old_keys[1])
-                tdirty.update(new_keys[0], old_keys[0])
-            else:
-                for keys in (new_keys, old_keys):
-                    if keys is not None:
-                        self._dirty_counts.update(keys[0], keys[1])
-                        tdirty.update(keys[0])
+            self._dirty_counts.update(d.keys)
+            if d.topic_keys:
+                tdirty = self._dirty_topic_counts.get(topic)
+                if tdirty is None:
+                    self._dirty_topic_counts[topic] = set(d.topic_keys)
+                else:
+                    tdirty.update(d.topic_keys)
+        return d
 
     @property
     def counts(self) -> Counter[str]:
@@ -282,9 +264,12 @@ class MirrorState(StateUpdates):
         return self._pos[key] - self._neg[key]
 
     def topic_count(self, topic: str) -> Counter[str]:
-        out = self._tpos.get(topic, Counter()).copy()
-        out.subtract(self._tneg.get(topic, Counter()))
-        return out
+        return Counter(self._topic_counters(topic))
+
+    def _topic_counters(self, topic: str) -> dict[str, int]:
+        """A topic's counters (every key it ever counted; some may be zero)."""
+        tpos, tneg = self._tpos.get(topic, _EMPTY), self._tneg.get(topic, _EMPTY)
+        return {k: n - tneg.get(k, 0) for k, n in tpos.items()}
 
     @property
     def topic_counts(self) -> dict[str, Counter[str]]:
@@ -307,7 +292,7 @@ class MirrorState(StateUpdates):
         """Replace ``old`` by ``new``: counters, hosting index, dirty marks, transitions."""
         m = new.member
         self.partitions[m] = new
-        self._recount(old, new, old_live)
+        d = self._recount(old, new, old_live)
         if old is None or old.replicas != new.replicas:
             if old is not None:
                 for b in old.replicas:
@@ -315,8 +300,20 @@ class MirrorState(StateUpdates):
             for b in new.replicas:
                 self.hosting.setdefault(b, set()).add(m)
         self._dirty_rows.add(m)
-        if diff_edges and self._recording:
-            self._record_diff(old, new)
+        if diff_edges and self._recording and d is not None:
+            self._record_move(old, new, d)
+
+    def _record_move(self, old: PartitionRow | None, new: PartitionRow | None, d: Delta) -> None:
+        """Count the transitions of a row that moved by ``d``."""
+        if d.edges is None:
+            self._record_diff(old, new)  # its replicas changed: diff the rows themselves
+            return
+        if d.edges:
+            _count_elements(self._edges, d.edges)
+        if d.topic_edges:
+            ref = new if new is not None else old
+            assert ref is not None
+            self._topic_edges[(ref.topic, d)] += 1
 
     def _record_diff(self, old: PartitionRow | None, new: PartitionRow | None) -> None:
         if old is None and new is None:
@@ -347,15 +344,15 @@ class MirrorState(StateUpdates):
         old = self.partitions.pop(m, None)
         if old is None:
             return
-        self._count(old, -1)
+        d = self._recount(old, None)
         for b in old.replicas:
             self.hosting.get(b, set()).discard(m)
         self._dirty_rows.discard(m)
         flushed = self._flushed.pop(m, None)
         if flushed is not None:
             self._removed_rows[m] = flushed
-        if self._recording:
-            self._record_diff(old, None)
+        if self._recording and d is not None:
+            self._record_move(old, None, d)
 
     # -- brokers and controller -----------------------------------------------------------------
     def set_brokers(self, registrations: Mapping[int, dict[str, Any]], *, defer: bool = False) -> list[str]:
@@ -535,9 +532,9 @@ class MirrorState(StateUpdates):
         self._removed_topics.add(topic)
         self._set_gauge(TOPICS, len(self.topics))
 
-    def topic_summary(self, topic: str, counts: Counter[str] | None = None) -> str:
+    def topic_summary(self, topic: str, counts: Mapping[str, int] | None = None) -> str:
         info = self.topics[topic]
-        tc = counts if counts is not None else self.topic_count(topic)
+        tc = counts if counts is not None else self._topic_counters(topic)
         rf = 0
         for p in info.partitions:
             row = self.partitions.get(layout.member(topic, p))
@@ -558,6 +555,4 @@ class MirrorState(StateUpdates):
         self._early_states.clear()
 
 
-def _membership(row: PartitionRow) -> Membership:
-    states = row.replica_states
-    return row.state, row.replicas, tuple(states.get(b, NEW_R) for b in row.replicas)
+_EMPTY: Counter[str] = Counter()
