@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from workers.analytics.inputs import ClusterInput, JobConfig, discover, state_root
 from workers.analytics.small import events as E
+from workers.analytics.small import reassignment_tables as RT
 from workers.analytics.small import tables as T
 from workers.analytics.small import walk as W
 from workers.analytics.small.events import Record
@@ -157,13 +158,13 @@ def compute(
         W.unavailability_intervals(walked), W.session_losses(special), seeds["partitions"]
     )
     deltas = T.leader_deltas(walked, window)
-    pairs = T.reassignments(T.reassignment_rows(special, seeds["reassignments"]))
+    pairs = RT.reassignments(RT.reassignment_rows(special, seeds["reassignments"]))
     in_window = W.overlapping(intervals, window)
     facts = T.outage_facts(in_window, window)
     brokers = T.known_brokers(special, deltas, seeds["brokers"])
     counts = T.leader_counts(deltas, brokers, window)
-    exported = T.read_actions(config.actions_dir, [c.name for c in clusters])
-    moved = T.attribute_reassignments(W.overlapping(pairs, window, "started_ms", "ended_ms"), exported)
+    exported = RT.read_actions(config.actions_dir, [c.name for c in clusters])
+    moved = RT.attribute_reassignments(W.overlapping(pairs, window, "started_ms", "ended_ms"), exported)
     tables = {
         "unavailability_intervals": [{**i, "start_date": E.day_of(i["start_ms"])} for i in in_window],
         "partition_daily": T.partition_daily(facts),
@@ -175,8 +176,8 @@ def compute(
         "leader_skew": T.leader_skew(counts),
         "failovers": T.failovers(special, epochs, window),
         "reassignments": moved,
-        "reassignment_actions": T.reassignment_actions(moved),
-        "election_actions": T.election_actions(special, exported, window),
+        "reassignment_actions": RT.reassignment_actions(moved),
+        "election_actions": RT.election_actions(special, exported, window),
         "isr_flapping": T.isr_flapping(days, window, 2**31 - 1 if config.save_state else config.flapping_top),
     }
     state = {

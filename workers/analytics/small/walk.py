@@ -14,6 +14,7 @@ from typing import Any
 
 from workers.analytics import records as R
 from workers.analytics.small.events import Record, day_of, ge0
+from workers.analytics.small.folds import sql_min
 from workers.analytics.transforms import GONE, LEADERLESS, LED, LOSS_MATCH_MS, ReportWindow
 
 Key = tuple[str, str | None, int | None]
@@ -57,16 +58,6 @@ def max_by(pairs: Iterable[tuple[Any, Any]]) -> Any:
     return None if best is None else best[0]
 
 
-def _min(values: Iterable[Any]) -> Any:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
-
-
-def _max(values: Iterable[Any]) -> Any:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
 # --- 2. inventory -----------------------------------------------------------------------------------------
 
 
@@ -91,7 +82,7 @@ def partition_days(events: Sequence[Record]) -> list[Record]:
                 "shrinks": sum(1 for e in rows if e["isr_shrink"]),
                 "expands": sum(1 for e in rows if e["isr_expand"]),
                 "min_ts": min(e["ts"] for e in rows),
-                "first_ts": _min(order for _, order in names),
+                "first_ts": sql_min(order for _, order in names),
                 "first_leader_before": min_by(names),
             }
         )
