@@ -390,16 +390,18 @@ class PartitionStateMachine(StateMachineParts):
         step = self.stream_slice
 
         def take_written() -> None:
-            """Record, cache and build the requests of what was written so far (a slice of results)."""
-            self._log.partition_records(RecordKind.ELECTION, records)
-            ctx.put_leadership_by_id(written)
-            staged.add(requests)
-            ids_written = [pid for pid, _ in written]
-            batch.prebuild_update_metadata(ids_written)
-            elected.extend(ids_written)
+            """Record, cache and build the requests of what was written so far (a slice of results),
+            taken off the lists first: a slice is never taken twice, even if taking it raised."""
+            taken_records, taken, taken_requests = records[:], written[:], requests[:]
             records.clear()
             written.clear()
             requests.clear()
+            self._log.partition_records(RecordKind.ELECTION, taken_records)
+            ctx.put_leadership_by_id(taken)
+            staged.add(taken_requests)
+            ids_written = [pid for pid, _ in taken]
+            batch.prebuild_update_metadata(ids_written)
+            elected.extend(ids_written)
 
         try:
             # Each slice of results is taken as it comes back, while ZooKeeper applies the later multis:

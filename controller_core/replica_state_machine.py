@@ -467,12 +467,14 @@ class ReplicaStateMachine(StateMachineParts):
             step = self.stream_slice
 
             def take_written() -> None:
-                self._log.partition_records(RecordKind.ISR_CHANGE, records, broker_id)
-                ctx.put_leadership_by_id(written)
-                if on_cached is not None and written:
-                    on_cached(written[:])
+                """The slice written so far, taken off the lists first (never taken twice)."""
+                taken_records, taken = records[:], written[:]
                 records.clear()
                 written.clear()
+                self._log.partition_records(RecordKind.ISR_CHANGE, taken_records, broker_id)
+                ctx.put_leadership_by_id(taken)
+                if on_cached is not None and taken:
+                    on_cached(taken)
 
             try:
                 for pid, left, (tp, outcome) in zip(adjusted_ids, before, self._write_states(adjusted), strict=True):

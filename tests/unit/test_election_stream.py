@@ -219,3 +219,25 @@ def test_update_metadata_built_ahead_is_what_the_send_would_build(change: Callab
     ahead = _send_after(h, change)
     assert ahead, "no UpdateMetadata was sent"
     assert ahead == _built_at_send(change)
+
+
+def test_a_slice_whose_taking_fails_is_not_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If caching a slice raises (a bug, not a ZooKeeper error), the election fails as before and no
+    result is recorded twice: the rest is taken once, the failed slice not again."""
+    h = _cluster(1)
+    monkeypatch.setattr(h.psm, "stream_slice", 16)
+    calls = []
+    put = h.ctx.put_leadership_by_id
+
+    def failing_second(infos: Any) -> None:
+        calls.append(len(infos))
+        if len(calls) == 2:
+            raise RuntimeError("cache broke")
+        put(infos)
+
+    monkeypatch.setattr(h.ctx, "put_leadership_by_id", failing_second)
+    _broker_failure(h, 2)
+    h.log.flush()
+    elections = [r["entity"] for r in h.sink.records if r["kind"] == "election"]
+    assert len(calls) == 3 and calls[1] == 16  # the failed slice, then only what remained
+    assert len(elections) == len(set(elections)) == 32 + calls[2]
