@@ -316,32 +316,36 @@ def _order_leaders(
     current: Mapping[TopicPartition, Sequence[int]],
 ) -> dict[TopicPartition, tuple[int, ...]]:
     """Pick each partition's first replica so that leadership is balanced, keeping current leaders
-    (and the current order of kept replicas) where balance allows."""
-    low, extra = divmod(len(tps), len(targets))
-    leaders: Counter[int] = Counter()
+    (and the current order of kept replicas) where balance allows.
+
+    Current leaders that stay replicas keep leading; every other partition takes its least-loaded
+    replica; then leadership moves along *cost-reducing paths* (a chain of hand-overs from a broker
+    leading ``L`` partitions to one leading ``L - 2`` or fewer) until none is left. A leader
+    assignment with no such path is optimal: no other one has a smaller maximum or a smaller spread
+    (Harvey, Ladner, Lovász, Tamir, "Semi-matchings for bipartite graphs and load balancing", 2003).
+    And since current leaders are kept first, planning the result again finds no path and moves
+    nothing: the plan is a fixed point."""
+    leaders: Counter[int] = Counter({b: 0 for b in targets})
+    led: dict[int, set[TopicPartition]] = {b: set() for b in targets}
     leader_of: dict[TopicPartition, int] = {}
-    # keep the current preferred leader where it stays a replica, busiest first gets the ceil slots
-    keepers = [tp for tp in tps if current[tp] and current[tp][0] in kept[tp]]
-    want: Counter[int] = Counter(current[tp][0] for tp in keepers)
-    by_want = sorted(targets, key=lambda b: (-want[b], b))
-    quota = {b: low + (1 if i < extra else 0) for i, b in enumerate(by_want)}
-    for tp in keepers:
-        b = current[tp][0]
-        if leaders[b] < quota[b]:
-            leader_of[tp] = b
-            leaders[b] += 1
-    rest = [tp for tp in tps if tp not in leader_of]
+
+    def lead(tp: TopicPartition, b: int) -> None:
+        leader_of[tp] = b
+        led[b].add(tp)
+        leaders[b] += 1
+
+    rest = []
+    for tp in tps:
+        if current[tp] and current[tp][0] in kept[tp]:
+            lead(tp, current[tp][0])
+        else:
+            rest.append(tp)
     # partitions with the fewest choices first, so that they get a broker with room
     rest.sort(key=lambda tp: (len(kept[tp]), tp.topic, tp.partition))
     for tp in rest:
-        options = sorted(kept[tp], key=lambda b: (leaders[b] - quota[b], leaders[b], b))
-        leader_of[tp] = options[0]
-        leaders[options[0]] += 1
-    # repair: move leadership along augmenting paths (over quota -> ... -> under quota), so that a
-    # broker reachable only through other partitions' replicas still gets its share
-    for b in sorted(targets):
-        while leaders[b] > quota[b] and _augment(b, tps, kept, leader_of, leaders, quota):
-            pass
+        lead(tp, min(kept[tp], key=lambda b: (leaders[b], b)))
+    while any(_reduce_cost(b, kept, led, leader_of, leaders) for b in sorted(targets, key=lambda b: (-leaders[b], b))):
+        pass
     out: dict[TopicPartition, tuple[int, ...]] = {}
     for tp in tps:
         leader = leader_of[tp]
@@ -352,28 +356,29 @@ def _order_leaders(
     return out
 
 
-def _augment(
+def _reduce_cost(
     over: int,
-    tps: list[TopicPartition],
     kept: Mapping[TopicPartition, list[int]],
+    led: dict[int, set[TopicPartition]],
     leader_of: dict[TopicPartition, int],
     leaders: Counter[int],
-    quota: Mapping[int, int],
 ) -> bool:
-    """Breadth-first search for a chain of leadership hand-overs from ``over`` to a broker under its
-    quota; applies it and returns True, or False when no such chain exists."""
+    """Breadth-first search for a chain of leadership hand-overs from ``over`` to a broker leading at
+    least two fewer partitions; applies it and returns True, or False when there is none."""
+    limit = leaders[over] - 2
 
     def hand_overs(b: int, visited: set[int]) -> Iterator[tuple[TopicPartition, int]]:
-        for tp in tps:
-            if leader_of[tp] == b:
-                for r in kept[tp]:
-                    yield tp, r
+        for tp in sorted(led[b], key=lambda t: (t.topic, t.partition)):
+            for r in kept[tp]:
+                yield tp, r
 
-    steps = _hand_over_path(over, hand_overs, lambda r: leaders[r] < quota[r])
+    steps = _hand_over_path(over, hand_overs, lambda r: leaders[r] <= limit)
     if steps is None:
         return False
-    for step_tp, _, new in steps:
+    for step_tp, old, new in steps:
         leader_of[step_tp] = new
+        led[old].discard(step_tp)
+        led[new].add(step_tp)
     leaders[over] -= 1
     leaders[steps[-1][2]] += 1
     return True
