@@ -38,7 +38,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from controller_core.context import ControllerContext  # noqa: E402 - after the path set-up above
+from controller_core import malloc_policy  # noqa: E402 - after the path set-up above
+from controller_core.context import ControllerContext  # noqa: E402
 from controller_core.model import (  # noqa: E402
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper", action="store_true", help="read through ZkStore as a cold failover does")
     parser.add_argument("--read-from", metavar="HOSTS", help=argparse.SUPPRESS)  # the reading process
     args = parser.parse_args(argv)
+    malloc_policy.give_large_blocks_back()  # as in a controller's process (its Controller sets it)
     if args.read_from:
         print(json.dumps(read_as_cold_failover(args.read_from)))
         return 0
