@@ -151,7 +151,7 @@ class Mirror(StateReads, StatusAndFlush):
         # The zxid the queued watches are armed relative to: seen before the broker change that
         # queued them was read, so a state written since (before the watch is armed) fires at once.
         self._watch_since = 0
-        self._reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[Any]]]] = deque()
+        self._reads_in_flight: deque[tuple[list[TopicPartition], list[str], int, Callable[[], list[Any]]]] = deque()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
