@@ -498,10 +498,10 @@ def storm_profile(
         "failover": chain(spans, batches, down[1], down[2], down[0]),
         "recovery": chain(spans, batches, up[1], up[2], up[0]),
         # The mirror thread's timeline (ms from the broker kill): batch commits, then its turns as
-        # [start, duration, what, queue sizes: watch, refresh, changed, later, pending, sweep,
+        # [start, duration, CPU, what, queue sizes: watch, refresh, changed, later, pending, sweep,
         # in flight, events].
         "commits_ms": [round(c - down[0], 1) for c in down[1] + up[1]],
-        "turns": [[round(t[0] - down[0], 1), round(t[1], 2), t[2], t[3]] for t in raw.get("turns", [])],
+        "turns": [[round(t[0] - down[0], 1), round(t[1], 2), round(t[2], 2), *t[3:]] for t in raw.get("turns", [])],
     }
     out.write_text(json.dumps(report, indent=2))
     profile = raw["profile"]

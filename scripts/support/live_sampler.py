@@ -150,7 +150,7 @@ class SpanRecorder:
         self.active = False
         self.spans: Spans = defaultdict(lambda: defaultdict(list))
         self.flushes: list[dict[str, Any]] = []
-        # The mirror thread's turns: [start ms, duration ms, what, queue sizes before it].
+        # The mirror thread's turns: [start ms, duration ms, its CPU ms, what, queue sizes before it].
         self.turns: list[list[Any]] = []
         self._lock = threading.Lock()
 
@@ -192,8 +192,8 @@ class SpanRecorder:
             if tp is not None:
                 recorder.note("watch", [member(tp)])
 
-        def on_read(_self: Any, live: list[Any], _since: int, _reads: Any) -> None:
-            recorder.note("read_applied", [member(tp) for tp in live])
+        def on_read(_self: Any, _live: list[Any], members: list[str], _since: int, _reads: Any) -> None:
+            recorder.note("read_applied", members)
 
         def on_refresh(_self: Any, members: Iterable[str]) -> None:
             members = list(members)
@@ -262,12 +262,14 @@ class SpanRecorder:
                     self.events.qsize(),
                 ]
                 started = time.time() * 1000.0
+                cpu = time.thread_time()
                 try:
                     return original(self, *args, **kwargs)
                 finally:
                     what = name if not args else f"{name}:{type(args[0]).__name__}"
                     if what != "_handle:StateChanged":  # 40,000 of them, each only queues a read
-                        recorder.turns.append([started, time.time() * 1000.0 - started, what, queues])
+                        used = (time.thread_time() - cpu) * 1000.0
+                        recorder.turns.append([started, time.time() * 1000.0 - started, used, what, queues])
 
             setattr(mirror.Mirror, name, turn)
 

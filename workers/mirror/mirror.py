@@ -151,7 +151,7 @@ class Mirror(StateReads, StatusAndFlush):
         # The zxid the queued watches are armed relative to: seen before the broker change that
         # queued them was read, so a state written since (before the watch is armed) fires at once.
         self._watch_since = 0
-        self._reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[Any]]]] = deque()
+        self._reads_in_flight: deque[tuple[list[TopicPartition], list[str], int, Callable[[], list[Any]]]] = deque()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -322,7 +322,8 @@ class Mirror(StateReads, StatusAndFlush):
         for broker in changed:
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
-            partitions = [member_tp(m) for m in affected]
+            tps = {m: member_tp(m) for m in affected}
+            partitions = list(tps.values())
             # Watch the ones left without a live leader first, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
             # of them is then read first, whenever it comes. Only those whose leader was on the
@@ -330,7 +331,7 @@ class Mirror(StateReads, StatusAndFlush):
             # relative to a zxid seen before this change: a row whose watch fired by the time the
             # re-derivation gets to it is not re-derived, its read does that work once.
             self._watch_since = min(self._watch_since, seen) if self._watch_queue else seen
-            self._watch_queue.update(dict.fromkeys(member_tp(m) for m in led))
+            self._watch_queue.update(dict.fromkeys(tps[m] if m in tps else member_tp(m) for m in led))
             self._reread(partitions)
             self._schedule_followups(partitions)
         else:

@@ -7,6 +7,7 @@ it) both need them, and neither should import the other's internals for them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from controller_core.states import PartitionState, ReplicaState
 from dashboard.clusters import layout
@@ -45,3 +46,8 @@ class StateRead:
 # (partition state, replicas, replica states in replica order, None where none is known): what
 # decides zset membership (a missing replica state counts as NewReplica there).
 Membership = tuple[str, tuple[int, ...], tuple[str | None, ...]]
+
+
+# A state read that read nothing: the znode could not be read or decoded (logged), or had not
+# changed since the read the row holds (``zksource.decode_states``). Compared by identity.
+UNREAD: Final = StateRead(-1, -1, (), -1, -1, -1)

@@ -24,7 +24,7 @@ import heapq
 import itertools
 import queue
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -69,8 +69,9 @@ class StateReads:
     _changed_reads: dict[TopicPartition, None]
     _watch_queue: dict[TopicPartition, None]
     _watch_since: int
-    # Reads sent and not applied yet, oldest first: (partitions, zxid seen before, results call).
-    _reads_in_flight: deque[tuple[list[TopicPartition], int, Callable[[], list[DataResult]]]]
+    # Reads sent and not applied yet, oldest first: (partitions, their members, zxid seen before,
+    # results call).
+    _reads_in_flight: deque[tuple[list[TopicPartition], list[str], int, Callable[[], list[DataResult]]]]
 
     def _all_partitions(self) -> Iterable[TopicPartition]:
         for row in self.state.partitions.values():
@@ -99,36 +100,45 @@ class StateReads:
 
     def _submit_read(self, partitions: list[TopicPartition]) -> None:
         rows = self.state.partitions
-        live = [tp for tp in partitions if layout.member(tp.topic, tp.partition) in rows]
+        member = layout.member
+        live: list[TopicPartition] = []
+        members: list[str] = []
+        for tp in partitions:
+            m = member(tp.topic, tp.partition)
+            if m in rows:
+                live.append(tp)
+                members.append(m)
         if live:
             since = self.zk.last_zxid  # seen before the read: a later change fires the watch at once
-            self._reads_in_flight.append((live, since, zksource.submit_states(self.reader, live)))
+            self._reads_in_flight.append((live, members, since, zksource.submit_states(self.reader, live)))
 
     def _apply_reads(self, keep: int) -> None:
         """Apply reads in the order they were sent until at most ``keep`` are in flight."""
         while len(self._reads_in_flight) > keep:
-            live, since, receive = self._reads_in_flight.popleft()
-            self._apply_read(live, since, zksource.decode_states(live, receive(), self._known_mzxid))
+            live, members, since, receive = self._reads_in_flight.popleft()
+            results = receive()
+            rows = self.state.partitions
+            # The versions held when the answer is applied (not when it was sent): an unchanged
+            # znode is skipped undecoded.
+            known = [row.mzxid if (row := rows.get(m)) is not None else -2 for m in members]
+            self._apply_read(live, members, since, zksource.decode_states(live, results, known))
 
     def _apply_read(
-        self, live: list[TopicPartition], since: int, reads: Mapping[TopicPartition, StateRead | None]
+        self, live: list[TopicPartition], members: list[str], since: int, reads: list[StateRead | None]
     ) -> None:
-        rows = self.state.partitions
         queued = self._refresh_queue or self._refresh_later
-        members = [layout.member(tp.topic, tp.partition) for tp in live] if queued else []
-        before = {m: rows.get(m) for m in members}
-        self.state.apply_state_reads(reads)
-        if queued:
+        replaced: list[str] | None = [] if queued else None
+        self.state.apply_member_reads(members, reads, replaced)
+        if replaced:
             # A row the read replaced was re-derived with the current brokers: the refresh a
             # broker change queued for it would only repeat that work (once per row per change).
-            for m, old in before.items():
-                if rows.get(m) is not old:
-                    self._refresh_queue.pop(m, None)
-                    self._refresh_later.pop(m, None)
+            for m in replaced:
+                self._refresh_queue.pop(m, None)
+                self._refresh_later.pop(m, None)
         if self.config.mode == OBSERVED:
-            self._watch_unresolved(live, since)
+            self._watch_unresolved(live, since, members)
 
-    def _watch_unresolved(self, partitions: list[TopicPartition], since: int) -> None:
+    def _watch_unresolved(self, partitions: list[TopicPartition], since: int, members: list[str] | None = None) -> None:
         """Watch the state znodes of ``partitions`` that have no live leader.
 
         Why: an observed cluster has no stream, and partition state znodes are not watched in
@@ -144,27 +154,31 @@ class StateReads:
         once. (Relative to the rows' own versions instead, nearly every watch fired at once: the
         oldest version of a batch is older than most znodes in it.)
         """
-        rows, brokers = self.state.partitions, self.state.live
-        room = self.config.state_watch_limit - len(self._state_watches)
+        rows, brokers, watches = self.state.partitions, self.state.live, self._state_watches
+        room = self.config.state_watch_limit - len(watches)
         existing: list[tuple[str, Callable[[Any], None]]] = []
         absent: list[tuple[str, Callable[[Any], None]]] = []
-        for tp in partitions:
+        callback = self._on_state_watch
+        state_path = paths.partition_state_path
+        if members is None:
+            member = layout.member
+            members = [member(tp.topic, tp.partition) for tp in partitions]
+        for tp, m in zip(partitions, members, strict=True):
             if room <= 0:
                 break
-            row = rows.get(layout.member(tp.topic, tp.partition))
+            row = rows.get(m)
             if row is None or (row.leader >= 0 and row.leader in brokers):
                 # Led again: no longer wanted (a watch still armed for it costs one extra read).
-                self._state_watches.discard(tp)
+                watches.discard(tp)
                 continue
-            if tp in self._state_watches:
+            if tp in watches:
                 continue
-            self._state_watches.add(tp)
+            watches.add(tp)
             room -= 1
-            path = paths.partition_state_path(tp)
             if row.mzxid >= 0:
-                existing.append((path, self._on_state_watch))
+                existing.append((state_path(tp), callback))
             else:
-                absent.append((path, self._on_state_watch))
+                absent.append((state_path(tp), callback))
         if existing or absent:
             set_node_watches(self.zk, since, existing, absent)
 
@@ -173,10 +187,6 @@ class StateReads:
         tp = paths.parse_partition_state_path(event.path or "")
         if tp is not None:
             self.events.put(StateChanged(tp))
-
-    def _known_mzxid(self, tp: TopicPartition) -> int:
-        row = self.state.partitions.get(layout.member(tp.topic, tp.partition))
-        return row.mzxid if row is not None else -2
 
     def _schedule_followups(self, partitions: list[TopicPartition], delays: tuple[float, ...] | None = None) -> None:
         if not partitions:
@@ -304,5 +314,10 @@ class StateReads:
         if changed:
             # Their state znode changed since the broker change: the read queued for each re-derives
             # it with what the controller wrote, so re-deriving it now would be done twice.
-            members = [m for m in members if member_tp(m) not in changed]
+            rows = self.state.partitions
+            members = [
+                m
+                for m in members
+                if (row := rows.get(m)) is None or TopicPartition(row.topic, row.partition) not in changed
+            ]
         self.state.refresh(members)

@@ -1,8 +1,9 @@
 """Write the mirror's snapshot to Redis: incremental flushes and whole rewrites.
 
-Why a ``MULTI`` for the counters and ``seq`` of a flush: a page reads them together; if it could see the
-counters of flush 12 with the ``seq`` of flush 11 it would apply delta 12 twice (harmless, values
-are absolute) or, worse, see the ``seq`` of 12 with counters of 11 and never get them. Commands are
+Why ``seq`` is written last, in the same ``MULTI`` as the last of a flush's data: a page reads
+counters and ``seq`` together; if it sees the counters of flush 12 with the ``seq`` of flush 11 it
+applies delta 12 again (harmless, values are absolute), but if it saw the ``seq`` of 12 with
+counters or rows of 11 it would never get them. Commands are
 grouped by key (one ``HSET`` with every changed row, one ``ZADD`` per state set), so a flush of
 20,000 partition changes costs a few dozen commands, not 100,000.
 
@@ -54,14 +55,17 @@ class SnapshotWriter:
         before_rows: Callable[[], None] | None = None,
         after_rows: Callable[[], None] | None = None,
     ) -> None:
-        """Write one flush: counters, summaries and ``seq`` in one ``MULTI``, rows and state sets in a second.
+        """Write one flush: counters and summaries in one ``MULTI``, then rows, state sets and ``seq`` in a second.
 
         ``before_rows`` runs between the two, ``after_rows`` after the second (the mirror publishes
         the deltas without rows in the first, those that carry rows in the second). What the
         overview and the diagrams show live is counters, so their write is all they wait for; the
         rows of a failover storm (thousands of JSON rows and state-set moves: encoding them is most
         of a flush's writing) follow on the same connection, and a page told of changed rows is told
-        once they are stored (it may read them at once: ``rows_truncated``).
+        once they are stored (it may read them at once: ``rows_truncated``). ``seq`` (and the
+        controller fields in ``meta``) come last: a page whose snapshot holds ``seq`` has everything
+        that flush wrote, and one that read the counters before it applies the flush's delta again
+        (harmless: values are absolute).
         """
         c = self.cluster
         pipe = self.client.pipeline(transaction=True)
@@ -80,8 +84,8 @@ class SnapshotWriter:
                 pipe.hdel(layout.admin_key(c), name)
             else:
                 pipe.hset(layout.admin_key(c), name, _json(value))
-        pipe.hset(layout.meta_key(c), mapping=_m(_meta(meta)))
-        pipe.execute()
+        if len(pipe):
+            pipe.execute()
         if before_rows is not None:
             before_rows()
         rows = self.client.pipeline(transaction=True)
@@ -97,8 +101,8 @@ class SnapshotWriter:
         for key, members in ch.zadd.items():
             for part in _chunks(members):
                 rows.zadd(key, dict.fromkeys(part, 0))
-        if len(rows):
-            rows.execute()
+        rows.hset(layout.meta_key(c), mapping=_m(_meta(meta)))
+        rows.execute()
         if after_rows is not None:
             after_rows()
 

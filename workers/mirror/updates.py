@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller_core.model import TopicPartition
@@ -21,7 +21,7 @@ from dashboard.clusters import layout
 from dashboard.clusters.layout import PartitionRow
 from workers.mirror.aggregates import rederive
 from workers.mirror.changes import CLUSTER_SCOPE, broker_scope, topic_scope
-from workers.mirror.model import NON_EXISTENT_R, PARTITION_STATES, REPLICA_STATES, StateRead
+from workers.mirror.model import NON_EXISTENT_R, PARTITION_STATES, REPLICA_STATES, UNREAD, StateRead
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +44,20 @@ class StateUpdates:
     # -- partition states from ZooKeeper --------------------------------------------------------
     def apply_state_reads(self, reads: Mapping[TopicPartition, StateRead | None]) -> int:
         """Apply bulk-read state znodes (``None``: no state znode); return how many rows changed."""
+        member = layout.member
+        return self.apply_member_reads([member(tp.topic, tp.partition) for tp in reads], list(reads.values()))
+
+    def apply_member_reads(
+        self, members: Sequence[str], reads: Sequence[StateRead | None], replaced: list[str] | None = None
+    ) -> int:
+        """``apply_state_reads`` by member name, in order (``UNREAD``: nothing was read); the members
+        of rows replaced are appended to ``replaced``. Returns how many rows changed."""
         changed = 0
-        for tp, read in reads.items():
-            m = layout.member(tp.topic, tp.partition)
-            old = self.partitions.get(m)
+        partitions = self.partitions
+        for m, read in zip(members, reads, strict=True):
+            if read is UNREAD:
+                continue
+            old = partitions.get(m)
             if old is None:
                 continue
             if read is None:
@@ -72,6 +82,8 @@ class StateUpdates:
             rederive(new, self.live)
             self._replace(old, new)
             changed += 1
+            if replaced is not None:
+                replaced.append(m)
         return changed
 
     # -- controller records (managed mode) ------------------------------------------------------

@@ -31,6 +31,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from controller_core.model import BrokerRegistration, ReplicaAssignment, TopicPartition
 from controller_core.zk import codecs, paths
 from controller_core.zk.multiread import DataResult, MultiReader
+from workers.mirror.model import UNREAD
 from workers.mirror.state import StateRead
 
 T = TypeVar("T")
@@ -162,18 +163,11 @@ def read_min_isr(reader: MultiReader, topics: Sequence[str]) -> dict[str, int | 
     return out
 
 
-def read_states(
-    reader: MultiReader,
-    partitions: Sequence[TopicPartition],
-    known_mzxid: Callable[[TopicPartition], int] | None = None,
-) -> dict[TopicPartition, StateRead | None]:
-    """Bulk-read state znodes; unreadable ones are logged and left out (not reported as missing).
-
-    With ``known_mzxid``, znodes whose modification zxid equals the one we hold are left out
-    undecoded: a sweep of 100,000 unchanged states then costs the reads, not 100,000 JSON parses.
-    """
+def read_states(reader: MultiReader, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, StateRead | None]:
+    """Bulk-read state znodes; unreadable ones are logged and left out (not reported as missing)."""
     results = reader.get_data([paths.partition_state_path(tp) for tp in partitions], size_hint=80)
-    return decode_states(partitions, results, known_mzxid)
+    reads = decode_states(partitions, results)
+    return {tp: read for tp, read in zip(partitions, reads, strict=True) if read is not UNREAD}
 
 
 def submit_states(reader: MultiReader, partitions: Sequence[TopicPartition]) -> Callable[[], list[DataResult]]:
@@ -187,28 +181,36 @@ def submit_states(reader: MultiReader, partitions: Sequence[TopicPartition]) -> 
 def decode_states(
     partitions: Sequence[TopicPartition],
     results: Sequence[DataResult],
-    known_mzxid: Callable[[TopicPartition], int] | None = None,
-) -> dict[TopicPartition, StateRead | None]:
-    """``read_states``'s results from the raw reads of ``partitions`` (in the same order)."""
-    out: dict[TopicPartition, StateRead | None] = {}
+    known_mzxids: Sequence[int] | None = None,
+) -> list[StateRead | None]:
+    """The raw reads of ``partitions`` decoded, in the same order: ``None`` where the znode is
+    missing, ``UNREAD`` where it could not be read or decoded (logged) and, with ``known_mzxids``
+    (the modification zxid held for each), where it did not change since: a sweep of 100,000
+    unchanged states then costs the reads, not 100,000 JSON parses."""
+    out: list[StateRead | None] = []
+    append = out.append
     decode = codecs.decode_partition_state
-    for tp, result in zip(partitions, results, strict=True):
-        if result.missing:
-            out[tp] = None
-            continue
-        if not result.ok:
-            logger.warning("cannot read the state of %s: %s", tp, result.error)
+    known = known_mzxids if known_mzxids is not None else [-2] * len(partitions)
+    for tp, result, held in zip(partitions, results, known, strict=True):
+        if result.error is not None:
+            if result.missing:
+                append(None)
+            else:
+                logger.warning("cannot read the state of %s: %s", tp, result.error)
+                append(UNREAD)
             continue
         data, stat = result.data, result.stat
-        if known_mzxid is not None and stat.mzxid == known_mzxid(tp):
+        if stat.mzxid == held:
+            append(UNREAD)
             continue
         try:
             st = decode(data, stat.version)
         except ValueError as exc:
             logger.warning("unreadable state of %s: %s", tp, exc)
+            append(UNREAD)
             continue
         lai = st.leader_and_isr
-        out[tp] = StateRead(lai.leader, lai.leader_epoch, lai.isr, st.controller_epoch, stat.version, stat.mzxid)
+        append(StateRead(lai.leader, lai.leader_epoch, lai.isr, st.controller_epoch, stat.version, stat.mzxid))
     return out
 
 
