@@ -167,23 +167,27 @@ def elections_daily(events: DataFrame, window: ReportWindow) -> DataFrame:
     )
 
 
+#: The unclean-elections table's columns (the Python engine's twin writes the same).
+UNCLEAN_COLUMNS = (
+    "cluster",
+    "ts",
+    "day",
+    "epoch",
+    "topic",
+    "partition",
+    "strategy",
+    "cause",
+    "leader_before",
+    "leader_after",
+    "isr_before",
+    "isr_after",
+)
+
+
 def unclean_elections(events: DataFrame, window: ReportWindow) -> DataFrame:
     """List every unclean election (a leader taken from outside the ISR: possible data loss)."""
     elections = rare(events, R.KIND_ELECTION)
-    return elections.where(F.col("unclean") & in_window(F.col("ts"), window)).select(
-        "cluster",
-        "ts",
-        "day",
-        "epoch",
-        "topic",
-        "partition",
-        "strategy",
-        "cause",
-        "leader_before",
-        "leader_after",
-        "isr_before",
-        "isr_after",
-    )
+    return elections.where(F.col("unclean") & in_window(F.col("ts"), window)).select(*UNCLEAN_COLUMNS)
 
 
 # --- 6. leaders per broker over time --------------------------------------------------------------------

@@ -97,18 +97,23 @@ def coerce(raw: Any) -> Record:
     return out
 
 
-def read_lines(paths: Iterable[Path]) -> Iterator[Record]:
-    """Every line of the files as a record; a line that is not JSON (a torn last line) is all nulls."""
+def json_lines(paths: Iterable[str | Path]) -> Iterator[Any]:
+    """Each non-blank line of the files, parsed; None for a line that is not JSON (a torn last line),
+    as Spark's PERMISSIVE JSON reader gives a row of nulls for it."""
     for path in paths:
         with open(path, "rb") as src:
             for line in src:
                 if not line.strip():
                     continue
                 try:
-                    raw = json.loads(line)
+                    yield json.loads(line)
                 except ValueError:
-                    raw = None
-                yield coerce(raw)
+                    yield None
+
+
+def read_lines(paths: Iterable[Path]) -> Iterator[Record]:
+    """Every line of the files as a record; a line that is not JSON (a torn last line) is all nulls."""
+    return map(coerce, json_lines(paths))
 
 
 # --- three-valued logic (None is SQL's null) ----------------------------------------------------------

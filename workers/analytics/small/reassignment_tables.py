@@ -15,7 +15,7 @@ from typing import Any
 from workers.analytics import actions as A
 from workers.analytics import records as R
 from workers.analytics.metrics import AUDIT_PREFIX
-from workers.analytics.small.events import Record, rare
+from workers.analytics.small.events import Record, json_lines, rare
 from workers.analytics.small.folds import group_by, sql_first, sql_max, sql_min, sql_minus
 from workers.analytics.small.walk import by_time, coalesce, key_of
 from workers.analytics.transforms import ReportWindow
@@ -134,20 +134,8 @@ def reassignment_actions(moves: Sequence[Record]) -> list[Record]:
 
 def read_actions(actions_dir: Path | None, clusters: Sequence[str]) -> list[Record]:
     """``actions.read_actions``: the exported actions (lines without an id are dropped)."""
-    out = []
-    for path in A.action_files(actions_dir, clusters):
-        with open(path, "rb") as src:
-            for line in src:
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except ValueError:
-                    continue
-                action = _action(raw)
-                if action is not None:
-                    out.append(action)
-    return out
+    actions = map(_action, json_lines(A.action_files(actions_dir, clusters)))  # a line not JSON gives None
+    return [action for action in actions if action is not None]
 
 
 def _action(raw: Any) -> Record | None:

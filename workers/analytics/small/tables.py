@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from workers.analytics import records as R
+from workers.analytics.metrics import UNCLEAN_COLUMNS
 from workers.analytics.small.events import Record, day_of, rare
 from workers.analytics.small.folds import group_by, in_window, sql_max, sql_min, sql_minus, sql_sum
 from workers.analytics.small.walk import Key, asc, coalesce, key_of, non_negative
@@ -143,22 +144,6 @@ def elections_daily(special: Sequence[Record], window: ReportWindow) -> list[Rec
         }
         for k, rows in groups.items()
     ]
-
-
-UNCLEAN_COLUMNS = (
-    "cluster",
-    "ts",
-    "day",
-    "epoch",
-    "topic",
-    "partition",
-    "strategy",
-    "cause",
-    "leader_before",
-    "leader_after",
-    "isr_before",
-    "isr_after",
-)
 
 
 def unclean_elections(special: Sequence[Record], window: ReportWindow) -> list[Record]:
