@@ -9,8 +9,10 @@ replicas, its leader and a few flags), so the difference between two signatures 
 (``delta``, ``moves``, cached) and a row change costs a signature, a cache hit, and updates of only
 the counters that move.
 
-Exact by construction: a ``Delta`` is the difference of the two full contributions
-(``contribution``), and the counters are sums of contributions, as ``aggregates`` explains.
+Exact by construction: the overview and the diagrams read counters, never the 100,000 partition
+rows, and every counter is a sum over partitions of a per-partition contribution (a list of counter
+names, a name listed twice counting twice); a ``Delta`` is the difference of two full contributions
+(``contribution``), so an update keeps every counter exact under any sequence of changes.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Mutated only on the mirror's thread (ZooKeeper watches and the stream reader enqueue; the mirror
 loop applies). Every mutation keeps the aggregate counters exact by subtracting the old row's
-contribution and adding the new one's (``aggregates``), marks what changed, and counts state
+contribution and adding the new one's (``contributions``), marks what changed, and counts state
 transitions per edge; ``take_changes()`` hands all that over as one coalesced ``ChangeSet``.
 
 Two invariants from the reliability notes hold here, not in the writer:
