@@ -390,14 +390,10 @@ class PartitionStateMachine(StateMachineParts):
         step = self.stream_slice
 
         def take_written() -> None:
-            """Record, cache and build the requests of what was written so far (a slice of results),
-            taken off the lists first: a slice is never taken twice, even if taking it raised."""
-            taken_records, taken, taken_requests = records[:], written[:], requests[:]
-            records.clear()
-            written.clear()
+            """Record, cache and build the requests of what was written so far (a slice of results)."""
+            taken_requests = requests[:]
             requests.clear()
-            self._log.partition_records(RecordKind.ELECTION, taken_records)
-            ctx.put_leadership_by_id(taken)
+            taken = self._take_written(RecordKind.ELECTION, records, written)
             staged.add(taken_requests)
             ids_written = [pid for pid, _ in taken]
             batch.prebuild_update_metadata(ids_written)
@@ -478,9 +474,14 @@ class PartitionStateMachine(StateMachineParts):
         """Apply ``strategy`` to every candidate (the strategy is dispatched once, not per partition).
 
         Each distinct shape (replica list, ISR, online set, unclean flag) is decided once by the pure
-        strategy function and the decision reused for the other partitions of that shape
-        (``_derive``): a broker failure at 100,000 partitions elects 10,000 leaders from a few
-        dozen shapes.
+        strategy function and the decision reused for the other partitions of that shape: a broker
+        failure at 100,000 partitions elects 10,000 leaders from a few dozen shapes.
+
+        Why reuse is exact: every strategy of ``controller_core.election`` decides from the replica
+        list (a reassignment: its targets), the ISR, the online set and the unclean flag only, never
+        from the current leader or epoch; the state it returns is the current one with the leader
+        epoch bumped, the zk version kept, and the chosen leader and ISR (``LeaderAndIsr.new_leader*``).
+        The shutting-down set of a controlled shutdown is the same for the whole batch.
         """
         ctx = self._ctx
         tps = ctx.table.tps
@@ -525,38 +526,13 @@ class PartitionStateMachine(StateMachineParts):
                 raise ValueError(f"unknown election strategy {strategy!r}")
         if not isinstance(strategy, OfflineStrategy):
             rows = [(pid, current, False) for pid, current in candidates]
+        # One online set for all unless log directories failed, and the replica list unless a
+        # reassignment: the key's two branches are tests of locals, the derivation inlined (it runs
+        # once per partition elected).
         decided: dict[_Shape, ElectionOutcome] = {}
-        derive = _derive
         empty = EMPTY_ASSIGNMENT
+        state_of, new = LeaderAndIsr, _new_outcome
         out: dict[int, ElectionOutcome] = {}
-        if not per_partition and not by_target:
-            # The usual batch (no failed log directory, not a reassignment): one online set for all,
-            # the shape keyed without it, and ``_derive`` inlined (once per partition elected).
-            plain: dict[tuple[tuple[int, ...], tuple[int, ...], bool], ElectionOutcome] = {}
-            state_of, new = LeaderAndIsr, _new_outcome
-            for pid, current, unclean in rows:
-                if current is None:
-                    out[pid] = _NO_OUTCOME
-                    continue
-                assignment = assignments[pid] or empty
-                plain_key = (assignment.replicas, current.isr, unclean)
-                shape = plain.get(plain_key)
-                if shape is None:
-                    out[pid] = plain[plain_key] = decide(current, assignment, shared, unclean)
-                    continue
-                chosen = shape[0]
-                if chosen is None:
-                    out[pid] = shape
-                else:  # _derive(shape, current)
-                    out[pid] = new(
-                        ElectionOutcome,
-                        (
-                            state_of(chosen.leader, current.leader_epoch + 1, chosen.isr, current.zk_version),
-                            shape[1],
-                            shape[2],
-                        ),
-                    )
-            return out
         for pid, current, unclean in rows:
             if current is None:
                 out[pid] = _NO_OUTCOME
@@ -567,8 +543,19 @@ class PartitionStateMachine(StateMachineParts):
             shape = decided.get(key)
             if shape is None:
                 out[pid] = decided[key] = decide(current, assignment, live, unclean)
-            else:
-                out[pid] = derive(shape, current)
+                continue
+            chosen = shape[0]
+            if chosen is None:
+                out[pid] = shape
+            else:  # the shape's leader and ISR on this partition's epoch and version
+                out[pid] = new(
+                    ElectionOutcome,
+                    (
+                        state_of(chosen.leader, current.leader_epoch + 1, chosen.isr, current.zk_version),
+                        shape[1],
+                        shape[2],
+                    ),
+                )
         return out
 
     def _collect_unclean_leader_election_state(
@@ -654,23 +641,5 @@ _Shape = tuple[tuple[int, ...], tuple[int, ...], AbstractSet[int], bool]
 """What an election depends on: replica list (a reassignment: its targets), ISR, online set, unclean flag."""
 
 
-def _derive(shape: ElectionOutcome, current: LeaderAndIsr) -> ElectionOutcome:
-    """``shape`` (decided for another partition of the same shape) applied to ``current``.
-
-    Why this is exact: every strategy of ``controller_core.election`` decides from the replica list
-    (the reassignment: its targets), the ISR, the online set and the unclean flag only, never from
-    the current leader or epoch; the state it returns is the current one with the leader epoch
-    bumped, the zk version kept, and the chosen leader and ISR (``LeaderAndIsr.new_leader*``). The
-    shutting-down set of a controlled shutdown is the same for the whole batch.
-    """
-    decided, recipients, unclean = shape
-    if decided is None:
-        return shape
-    # tuple.__new__: the NamedTuple's own constructor costs twice as much, once per partition elected.
-    return _new_outcome(
-        ElectionOutcome,
-        (LeaderAndIsr(decided.leader, current.leader_epoch + 1, decided.isr, current.zk_version), recipients, unclean),
-    )
-
-
+# tuple.__new__: the NamedTuple's own constructor costs twice as much, once per partition elected.
 _new_outcome = tuple.__new__

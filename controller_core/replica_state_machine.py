@@ -467,12 +467,8 @@ class ReplicaStateMachine(StateMachineParts):
             step = self.stream_slice
 
             def take_written() -> None:
-                """The slice written so far, taken off the lists first (never taken twice)."""
-                taken_records, taken = records[:], written[:]
-                records.clear()
-                written.clear()
-                self._log.partition_records(RecordKind.ISR_CHANGE, taken_records, broker_id)
-                ctx.put_leadership_by_id(taken)
+                """Record and cache the slice written so far, then hand it to ``on_cached``."""
+                taken = self._take_written(RecordKind.ISR_CHANGE, records, written, broker_id)
                 if on_cached is not None and taken:
                     on_cached(taken)
 

@@ -402,36 +402,61 @@ class ControllerBrokerRequestBatch:
         if live is not self._prebuilt_live:
             prebuilt.clear()
             self._prebuilt_live = live
+        self._build_update_metadata_states(ids, prebuilt)
+
+    def _build_update_metadata_states(
+        self,
+        ids: Iterable[int],
+        into: dict[int, tuple[LeaderIsrAndControllerEpoch, UpdateMetadataPartitionState]] | None = None,
+    ) -> SharedList[UpdateMetadataPartitionState]:
+        """The UpdateMetadata states of ``ids`` (partition numbers) from the context, partitions
+        without leadership skipped. With ``into`` each goes there instead, with the leadership it was
+        built from (states built ahead: ``prebuild_update_metadata``), and one without leadership
+        leaves it. Runs for every partition after a failover (100,000+) and for every partition an
+        election writes: lookups bound once, topic deletion and failed log directories a test each."""
+        ctx = self._ctx
         table = ctx.table
         leadership, assignments, tps = table.leadership, table.assignment, table.tps
+        live = ctx.live_broker_ids
+        deleting = ctx.topics_to_be_deleted
+        per_partition_online = ctx.has_replicas_on_offline_dirs
+        # Offline replicas depend only on the replica list while no log dir failed, and a cluster
+        # has few distinct replica lists: compute each once.
         offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
         state = UpdateMetadataPartitionState
+        states: SharedList[UpdateMetadataPartitionState] = SharedList()
+        append = states.append
         for pid in ids:
             info = leadership[pid]
             if info is None:
-                prebuilt.pop(pid, None)
+                if into is not None:
+                    into.pop(pid, None)
                 continue
             tp = tps[pid]
             lai = info.leader_and_isr
             assignment = assignments[pid]
             replicas = () if assignment is None else assignment.replicas
-            offline = offline_of.get(replicas)
-            if offline is None:
-                offline = offline_of[replicas] = tuple([r for r in replicas if r not in live])
-            prebuilt[pid] = (
-                info,
-                state(
-                    tp.topic,
-                    tp.partition,
-                    info.controller_epoch,
-                    lai.leader,
-                    lai.leader_epoch,
-                    lai.isr,
-                    lai.zk_version,
-                    replicas,
-                    offline,
-                ),
+            # Shutting-down brokers count as offline here: clients must stop using them.
+            if per_partition_online:
+                online = ctx.online_replica_set(tp)
+                offline = tuple([r for r in replicas if r not in online])
+            else:
+                offline = offline_of.get(replicas)  # type: ignore[assignment]
+                if offline is None:
+                    offline = offline_of[replicas] = tuple([r for r in replicas if r not in live])
+            if deleting and tp.topic in deleting:
+                # Leader -2 tells brokers to drop the topic from the metadata they serve.
+                leader, epoch, version = LEADER_DURING_DELETE, INITIAL_LEADER_EPOCH, INITIAL_PARTITION_ZK_VERSION
+            else:
+                leader, epoch, version = lai.leader, lai.leader_epoch, lai.zk_version
+            built = state(
+                tp.topic, tp.partition, info.controller_epoch, leader, epoch, lai.isr, version, replicas, offline
             )
+            if into is None:
+                append(built)
+            else:
+                into[pid] = (info, built)
+        return states
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -523,65 +548,10 @@ class ControllerBrokerRequestBatch:
             prebuilt_states = self._prebuilt_update_metadata_states()
             if prebuilt_states is not None:
                 return prebuilt_states
-        states: SharedList[UpdateMetadataPartitionState] = SharedList()
-        append = states.append
-        skipped = 0
-        # Runs for every partition after a failover (100,000+): lookups bound once, and the
-        # usual "every replica online" answered by one C-level subset test.
-        table = ctx.table
-        leadership, assignments, tps = table.leadership, table.assignment, table.tps
-        deleting = ctx.topics_to_be_deleted
-        live = ctx.live_broker_ids
-        per_partition_online = ctx.has_replicas_on_offline_dirs
-        # Offline replicas depend only on the replica list while no log dir failed, and a cluster
-        # has few distinct replica lists: compute each once.
-        offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
-        for pid in self._update_metadata_partitions:
-            info = leadership[pid]
-            if info is None:
-                skipped += 1
-                continue
-            tp = tps[pid]
-            leader_and_isr = info.leader_and_isr
-            assignment = assignments[pid]
-            replicas = () if assignment is None else assignment.replicas
-            # Shutting-down brokers count as offline here: clients must stop using them.
-            if per_partition_online:
-                online = ctx.online_replica_set(tp)
-                offline = tuple([r for r in replicas if r not in online])
-            else:
-                cached = offline_of.get(replicas)
-                if cached is None:
-                    cached = offline_of[replicas] = tuple([r for r in replicas if r not in live])
-                offline = cached
-            if tp.topic in deleting:
-                # Leader -2 tells brokers to drop the topic from the metadata they serve.
-                leader, leader_epoch, zk_version = (
-                    LEADER_DURING_DELETE,
-                    INITIAL_LEADER_EPOCH,
-                    INITIAL_PARTITION_ZK_VERSION,
-                )
-            else:
-                leader, leader_epoch, zk_version = (
-                    leader_and_isr.leader,
-                    leader_and_isr.leader_epoch,
-                    leader_and_isr.zk_version,
-                )
-            append(
-                UpdateMetadataPartitionState(
-                    tp.topic,
-                    tp.partition,
-                    info.controller_epoch,
-                    leader,
-                    leader_epoch,
-                    leader_and_isr.isr,
-                    zk_version,
-                    replicas,
-                    offline,
-                )
-            )
-        if skipped:
-            logger.debug("UpdateMetadata skipped %d partitions without leadership info", skipped)
+        pending = self._update_metadata_partitions
+        states = self._build_update_metadata_states(pending)
+        if len(states) < len(pending):
+            logger.debug("UpdateMetadata skipped %d partitions without leadership info", len(pending) - len(states))
         return states
 
     def _prebuilt_update_metadata_states(self) -> SharedList[UpdateMetadataPartitionState] | None:
@@ -598,17 +568,17 @@ class ControllerBrokerRequestBatch:
         prebuilt = self._prebuilt_update_metadata
         leadership = ctx.table.leadership
         pending = self._update_metadata_partitions
+        get = prebuilt.get
+        # Not built ahead, or their leadership changed since: built now, in one call.
+        stale = [pid for pid in pending if (p := get(pid)) is None or p[0] is not leadership[pid]]
+        if stale:
+            self.prebuild_update_metadata(stale)
         states: SharedList[UpdateMetadataPartitionState] = SharedList()
         append = states.append
-        get = prebuilt.get
-        for pid in pending:  # one pass: a lookup and an identity test a partition
+        for pid in pending:  # a lookup a partition; those without leadership have none
             p = get(pid)
-            if p is None or p[0] is not leadership[pid]:  # not built ahead, or its leadership changed since
-                self.prebuild_update_metadata((pid,))
-                p = get(pid)
-                if p is None:  # no leadership
-                    continue
-            append(p[1])
+            if p is not None:
+                append(p[1])
         if len(states) < len(pending):
             logger.debug("UpdateMetadata skipped %d partitions without leadership info", len(pending) - len(states))
         return states

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from controller_core.context import ControllerContext
-from controller_core.model import LeaderAndIsr, TopicPartition
+from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from controller_core.ports import LeaderAndIsrWrite, PartitionStateStore
 from controller_core.request_batch import ControllerBrokerRequestBatch
-from controller_core.state_change_log import StateChangeLogger
+from controller_core.state_change_log import PartitionRow, StateChangeLogger
 
 
 class StateMachineParts:
@@ -49,3 +49,21 @@ class StateMachineParts:
         each partition up again."""
         ctx = self._ctx
         return self._store.update_leader_and_isr_iter(states, ctx.epoch, ctx.epoch_zk_version)
+
+    def _take_written(
+        self,
+        kind: str,
+        records: list[PartitionRow],
+        written: list[tuple[int, LeaderIsrAndControllerEpoch]],
+        replica: int | None = None,
+    ) -> list[tuple[int, LeaderIsrAndControllerEpoch]]:
+        """Record and cache the slice of write results gathered so far (``records`` and ``written``,
+        of ``_write_states``' outcomes) and return it for the caller's requests. The slice is taken off
+        both lists first, so it is never taken twice, even when recording or caching it raised (each
+        stream takes its last slice in a ``finally``)."""
+        taken_records, taken = records[:], written[:]
+        records.clear()
+        written.clear()
+        self._log.partition_records(kind, taken_records, replica)
+        self._ctx.put_leadership_by_id(taken)
+        return taken
