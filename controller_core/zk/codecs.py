@@ -583,6 +583,7 @@ class _PartitionSet(msgspec.Struct, gc=False):
 
 
 _PARTITION_SET_DECODER: Final = msgspec.json.Decoder(_PartitionSet)  # at import: see _STATE_DECODER
+_new_tuple: Final = tuple.__new__
 
 
 def _decode_partition_set(data: bytes | None, what: str) -> set[TopicPartition]:
@@ -595,7 +596,8 @@ def _decode_partition_set(data: bytes | None, what: str) -> set[TopicPartition]:
         except msgspec.MsgspecError:
             pass
         else:
-            return {TopicPartition(e.topic, e.partition) for e in entries}
+            new = _new_tuple  # the NamedTuple's own constructor is a Python call: 1.5 x the time at 100,000
+            return {new(TopicPartition, (e.topic, e.partition)) for e in entries}
     return {_partition_entry(e, f"{what} entry {i}") for i, e in enumerate(_partition_entries(data, what))}
 
 

@@ -77,10 +77,11 @@ def _generic_ops(states: dict[TopicPartition, LeaderAndIsr]) -> list[Op]:
 
 @pytest.mark.parametrize("chroot", ["", "/kafka/cluster-1"])
 @pytest.mark.parametrize(("max_multi_bytes", "max_ops"), [(128_000, 0), (4096, 0), (128_000, 1), (128_000, 17)])
+@pytest.mark.parametrize("count", [700, 5000])  # 5,000: encoded in blocks while the first multis leave
 def test_bulk_encoded_state_writes_send_the_generic_paths_bytes(
-    chroot: str, max_multi_bytes: int, max_ops: int
+    chroot: str, max_multi_bytes: int, max_ops: int, count: int
 ) -> None:
-    states = _states(700)
+    states = _states(count)
     bulk_client, generic_client = RecordingClient(chroot), RecordingClient(chroot)
     bulk = ZkStore(bulk_client, max_multi_bytes=max_multi_bytes, max_ops_per_multi=max_ops)
     generic = ZkStore(generic_client, max_multi_bytes=max_multi_bytes, max_ops_per_multi=max_ops)
@@ -106,23 +107,23 @@ def test_the_ops_behind_the_bulk_bytes_are_the_generic_ops() -> None:
     assert lazy[-1] == _generic_ops(states)[-1] and list(lazy[3:6]) == _generic_ops(states)[3:6]
 
 
-def test_a_state_write_too_big_for_a_multi_is_refused_before_anything_is_sent() -> None:
+@pytest.mark.parametrize("before", [1, 3000])  # 3,000: the big one is in a block encoded after the first
+def test_a_state_write_too_big_for_a_multi_is_refused_before_anything_is_sent(before: int) -> None:
     client = RecordingClient("/kafka")
     store = ZkStore(client, max_multi_bytes=4096)
-    states = {TopicPartition("small", 0): LeaderAndIsr(1, 1, (1,), 0)}
+    states = {TopicPartition("small", i): LeaderAndIsr(1, 1, (1,), 0) for i in range(before)}
     states[TopicPartition("x" * 4000, 0)] = LeaderAndIsr(1, 1, (1,), 0)
     with pytest.raises(ValueError, match="cannot fit in one ZooKeeper request"):
         list(store.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
     assert client.payloads == []
 
 
-def test_a_topic_name_that_is_no_path_is_refused_before_anything_is_sent() -> None:
+@pytest.mark.parametrize("before", [1, 3000])
+def test_a_topic_name_that_is_no_path_is_refused_before_anything_is_sent(before: int) -> None:
     client = RecordingClient("")
     store = ZkStore(client)
-    states = {
-        TopicPartition("ok", 0): LeaderAndIsr(1, 1, (1,), 0),
-        TopicPartition("a/b", 0): LeaderAndIsr(1, 1, (1,), 0),
-    }
+    states = {TopicPartition("ok", i): LeaderAndIsr(1, 1, (1,), 0) for i in range(before)}
+    states[TopicPartition("a/b", 0)] = LeaderAndIsr(1, 1, (1,), 0)
     with pytest.raises(ValueError, match="not a usable topic name"):
         list(store.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
     assert client.payloads == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from kazoo.exceptions import (
@@ -151,22 +152,29 @@ class FencedMultiEngine(StoreBase):
         if current:
             yield current
 
-    def _prepared_chunks(self, blobs: Sequence[bytes], reply_bytes: int) -> Iterator[list[int]]:
+    def _prepared_chunks(
+        self, blobs: Sequence[bytes], reply_bytes: int, more: Iterator[object] | None = None
+    ) -> Iterator[list[int]]:
         """``_encoded_chunks`` for ops their caller encoded already (``blobs``: each op's exact
         ``_encode`` bytes, every op of one kind whose reply takes ``reply_bytes``): only the split into
         multis is left per op, by the same rules (request and reply under the budget, at most
-        ``max_ops_per_multi`` ops)."""
+        ``max_ops_per_multi`` ops). ``more``, if given, appends the next block of ops to ``blobs`` at
+        each step until it is exhausted: the first multis leave while the later ops are encoded."""
         budget = self._multi_budget()
         cap = budget // reply_bytes  # (n + 1) * reply_bytes > budget exactly when n >= cap
         if self.max_ops_per_multi:
             cap = min(cap, self.max_ops_per_multi)
-        start = request = 0
-        for i, size in enumerate(map(len, blobs)):
-            req = size + TXN_SLACK
-            if i > start and (i - start >= cap or request + req > budget):
-                yield list(range(start, i))
-                start, request = i, 0
-            request += req
+        start = request = done = 0
+        while True:
+            for i, size in enumerate(map(len, islice(blobs, done, None)), done):
+                req = size + TXN_SLACK
+                if i > start and (i - start >= cap or request + req > budget):
+                    yield list(range(start, i))
+                    start, request = i, 0
+                request += req
+            done = len(blobs)
+            if more is None or next(more, None) is None:
+                break
         if len(blobs) > start:
             yield list(range(start, len(blobs)))
 
@@ -193,7 +201,11 @@ class FencedMultiEngine(StoreBase):
         return [outcome for _, outcome in self._fenced_write_iter(ops, expected)]
 
     def _fenced_write_iter(
-        self, ops: Sequence[Op], expected: int, prepared: tuple[list[bytes], int] | None = None
+        self,
+        ops: Sequence[Op],
+        expected: int,
+        prepared: tuple[list[bytes], int] | None = None,
+        more: Iterator[object] | None = None,
     ) -> Iterator[tuple[int, WriteOutcome]]:
         """``_fenced_write`` as it happens: ``(index, outcome)`` for every op, in index order, each as
         soon as its multi has come back, so the caller's work on the first results overlaps
@@ -209,6 +221,8 @@ class FencedMultiEngine(StoreBase):
         ``prepared`` is ``(blobs, reply_bytes)`` when the caller has encoded the ops in bulk already
         (``_prepared_chunks``: the state writes of an election) and checked their sizes; ``ops`` is then
         read only for what needs an op's path (an error, a replay's confirmation, the history).
+        With ``more`` (``_prepared_chunks``) the blobs are encoded a block at a time as multis leave;
+        the ops of a block are read only once it is encoded.
         """
         if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
             raise ValueError(f"expected controller epoch zk version must be >= 0, got {expected!r}")
@@ -229,7 +243,7 @@ class FencedMultiEngine(StoreBase):
             fresh = self._encoded_chunks(ops, encoded)
         else:
             encoded = prepared[0]
-            fresh = self._prepared_chunks(encoded, prepared[1])
+            fresh = self._prepared_chunks(encoded, prepared[1], more)
         retries: deque[tuple[list[int], int]] = deque()  # split or resubmitted multis go first
         in_flight: deque[tuple[list[int], int, Any]] = deque()
         timeout_error = self._client.handler.timeout_exception

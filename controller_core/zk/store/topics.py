@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import islice
+from operator import attrgetter, itemgetter
 from typing import Final, cast, overload
 
 from kazoo.exceptions import NodeExistsError
@@ -268,14 +269,33 @@ class TopicZnodes(FencedMultiEngine):
         """``update_leader_and_isr`` as the multis come back: ``(tp, outcome)`` per partition in the
         order of ``states``, outcome as in ``ports.LeaderAndIsrWrite`` (None: BADVERSION, retry)."""
         items = list(states.items())
-        datas = codecs.encode_leader_and_isr_many(states.values(), controller_epoch)
+        datas: list[bytes] = []
+        blobs: list[bytes] = []
         ops = _StateSets(items, datas)
-        blobs = self._state_set_blobs(items, datas)
-        if max(map(len, blobs), default=0) + TXN_SLACK > self._multi_budget():
-            self._check_sizes(ops)  # raises for the op that cannot fit, before any multi leaves
+        prefixes = self._state_set_prefixes(items)
+
+        def encode(start: int, stop: int) -> bool:
+            """Encode ``items[start:stop]`` onto ``datas`` and ``blobs``."""
+            block = items[start:stop]
+            data = codecs.encode_leader_and_isr_many(map(_VALUE, block), controller_epoch)
+            datas.extend(data)
+            blobs.extend(self._state_set_blobs(block, data, prefixes))
+            return True
+
+        more: Iterator[bool] | None = None
+        if self._state_sets_fit(items, prefixes):
+            # The first block goes out while the rest is encoded (ZooKeeper applies a multi in a few
+            # ms; 20,000 states take ~25 ms to encode here).
+            first = _FIRST_ENCODED
+            encode(0, first)
+            more = (encode(i, i + _ENCODED_BLOCK) for i in range(first, len(items), _ENCODED_BLOCK))
+        else:
+            encode(0, len(items))
+            if max(map(len, blobs), default=0) + TXN_SLACK > self._multi_budget():
+                self._check_sizes(ops)  # raises for the op that cannot fit, before any multi leaves
         prepared = (blobs, REPLY_BYTES[SET])
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
-        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version, prepared):
+        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version, prepared, more):
             tp, lai = items[i]
             if outcome.code is ok:
                 yield tp, lai.with_zk_version(outcome.result.version)
@@ -284,15 +304,43 @@ class TopicZnodes(FencedMultiEngine):
             else:
                 yield tp, ZkOperationError(outcome.code, ops[i].path, repr(outcome.error))
 
+    def _state_set_prefixes(self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]]) -> dict[str, bytes]:
+        """The chrooted ``.../partitions/`` prefix of each topic of ``items``, each topic's path checked
+        (``paths.partition_state_path`` raises for a bad name) before any multi leaves."""
+        server_path = self._server_path
+        prefixes: dict[str, bytes] = {}
+        for topic in set(map(_TOPIC, map(_KEY, items))):  # the topics in C; a path per topic
+            path = server_path(paths.partition_state_path(TopicPartition(topic, 0)))
+            prefixes[topic] = path[: path.rindex("/partitions/") + 12].encode()
+        return prefixes
+
+    def _state_sets_fit(self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]], prefixes: dict[str, bytes]) -> bool:
+        """True when no state write of ``items`` can be too big for one multi, by an upper bound of its
+        size (the longest prefix and ISR): then they need no encoding before the first multi leaves to
+        be checked. Otherwise (a bound over the budget, in practice never) the caller encodes and checks
+        them all first, so an op that cannot fit changes nothing."""
+        if not items:
+            return True
+        longest_isr = max(map(len, map(_ISR, map(_VALUE, items))))
+        # The op's header and three lengths, the path (a partition number of 20 digits at most), the
+        # state JSON's fixed part, three numbers and the ISR members of 20 characters at most each.
+        bound = 64 + max(map(len, prefixes.values())) + 20 + len("/state") + 128 + 21 * (3 + longest_isr)
+        return bound + TXN_SLACK <= self._multi_budget()
+
     def _state_set_blobs(
-        self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]], datas: Sequence[bytes]
+        self,
+        items: Sequence[tuple[TopicPartition, LeaderAndIsr]],
+        datas: Sequence[bytes],
+        prefixes: dict[str, bytes] | None = None,
     ) -> list[bytes]:
         """Each state write as a multi's set op on the wire (``_encode(Op(SET, path, data, zk_version))``,
         the same bytes), in one pass: the chrooted ``.../partitions/`` prefix is encoded once per topic
-        (checked by ``paths.partition_state_path``), not a path string and an ``Op`` per partition."""
+        (checked by ``paths.partition_state_path``; kept in ``prefixes`` across calls when given), not a
+        path string and an ``Op`` per partition."""
         server_path, pack = self._server_path, INT.pack
         head = PATH_HEADERS[SET]
-        prefixes: dict[str, bytes] = {}
+        if prefixes is None:
+            prefixes = {}
         blobs: list[bytes] = []
         append = blobs.append
         for (tp, lai), data in zip(items, datas, strict=True):
@@ -324,6 +372,17 @@ def _validate_assignment(topic: str, assignment: Mapping[int, ReplicaAssignment]
         sizes.add(len(a.replicas))
     if len(sizes) > 1:
         raise ValueError(f"topic '{topic}': all partitions must have the same number of replicas, got {sorted(sizes)}")
+
+
+_KEY: Final = itemgetter(0)
+_VALUE: Final = itemgetter(1)
+_TOPIC: Final = attrgetter("topic")
+_ISR: Final = attrgetter("isr")
+
+_FIRST_ENCODED: Final = 1024
+"""State writes encoded before the first multi leaves (more than one multi's ~750)."""
+_ENCODED_BLOCK: Final = 2048
+"""Then this many at a time, as the engine asks for its next multi."""
 
 
 class _StateSets(Sequence[Op]):
