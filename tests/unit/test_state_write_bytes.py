@@ -127,3 +127,24 @@ def test_a_topic_name_that_is_no_path_is_refused_before_anything_is_sent(before:
     with pytest.raises(ValueError, match="not a usable topic name"):
         list(store.update_leader_and_isr_iter(states, EPOCH, EPOCH_ZK_VERSION))
     assert client.payloads == []
+
+
+def test_the_switch_interval_is_short_while_the_writes_stream_and_restored_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``CONTROLLER_WRITE_SWITCH_US``: kazoo's connection thread gets the interpreter lock within half
+    a millisecond while the event thread works the results, and the process's interval comes back."""
+    import sys
+
+    from controller_core.zk.store import engine
+
+    monkeypatch.setattr(engine, "WRITE_STREAM_SWITCH_S", 0.0005)
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+    store = ZkStore(RecordingClient(""), max_multi_bytes=4096)
+    for _ in store.update_leader_and_isr_iter(_states(300), EPOCH, EPOCH_ZK_VERSION):
+        seen.append(sys.getswitchinterval())
+    assert before > 0.0005 and set(seen) == {0.0005}
+    assert sys.getswitchinterval() == before
+    monkeypatch.setattr(engine, "WRITE_STREAM_SWITCH_S", 0.0)  # 0: Python's own interval throughout
+    assert {sys.getswitchinterval() for _ in store.update_leader_and_isr_iter(_states(30), EPOCH, 3)} == {before}

@@ -13,8 +13,11 @@ build ``Op`` lists and interpret the outcomes.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections import deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -391,3 +394,26 @@ class FencedMultiEngine(StoreBase):
             else:
                 continue
             self._counters.failed_ops -= 1
+
+
+WRITE_STREAM_SWITCH_S: float = int(os.environ.get("CONTROLLER_WRITE_SWITCH_US", "500")) / 1e6
+"""The interpreter's thread switch interval while an election's state writes stream (0: Python's own,
+5 ms). The event thread works each slice of results as its multis come back while kazoo's connection
+thread waits for the interpreter lock to read the next replies and send the next multis: with 5 ms
+it waits up to 5 ms a hand-over, with ZooKeeper idle meanwhile."""
+
+
+@contextmanager
+def write_stream_switch() -> Iterator[None]:
+    """``WRITE_STREAM_SWITCH_S`` as the process's switch interval for the block, then the previous
+    one back; nothing when it is 0 or the interval is already as short (a test's)."""
+    interval = WRITE_STREAM_SWITCH_S
+    before = sys.getswitchinterval()
+    if interval <= 0 or before <= interval:
+        yield
+        return
+    sys.setswitchinterval(interval)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)

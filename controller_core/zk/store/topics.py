@@ -23,7 +23,7 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.codecs import TopicAssignment
 from controller_core.zk.jute import INT
 from controller_core.zk.multiread import LazyPaths, VersionedData
-from controller_core.zk.store.engine import FencedMultiEngine
+from controller_core.zk.store.engine import FencedMultiEngine, write_stream_switch
 from controller_core.zk.store.wire import CREATE, PATH_HEADERS, REPLY_BYTES, SET, TXN_SLACK, Op, zk_code
 
 logger = logging.getLogger(__name__)
@@ -295,14 +295,15 @@ class TopicZnodes(FencedMultiEngine):
                 self._check_sizes(ops)  # raises for the op that cannot fit, before any multi leaves
         prepared = (blobs, REPLY_BYTES[SET])
         ok, bad_version = ZkCode.OK, ZkCode.BAD_VERSION
-        for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version, prepared, more):
-            tp, lai = items[i]
-            if outcome.code is ok:
-                yield tp, lai.with_zk_version(outcome.result.version)
-            elif outcome.code is bad_version:
-                yield tp, None
-            else:
-                yield tp, ZkOperationError(outcome.code, ops[i].path, repr(outcome.error))
+        with write_stream_switch():
+            for i, outcome in self._fenced_write_iter(ops, expected_controller_epoch_zk_version, prepared, more):
+                tp, lai = items[i]
+                if outcome.code is ok:
+                    yield tp, lai.with_zk_version(outcome.result.version)
+                elif outcome.code is bad_version:
+                    yield tp, None
+                else:
+                    yield tp, ZkOperationError(outcome.code, ops[i].path, repr(outcome.error))
 
     def _state_set_prefixes(self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]]) -> dict[str, bytes]:
         """The chrooted ``.../partitions/`` prefix of each topic of ``items``, each topic's path checked
