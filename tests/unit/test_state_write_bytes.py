@@ -148,3 +148,28 @@ def test_the_switch_interval_is_short_while_the_writes_stream_and_restored_after
     assert sys.getswitchinterval() == before
     monkeypatch.setattr(engine, "WRITE_STREAM_SWITCH_S", 0.0)  # 0: Python's own interval throughout
     assert {sys.getswitchinterval() for _ in store.update_leader_and_isr_iter(_states(30), EPOCH, 3)} == {before}
+
+
+class FencingClient(RecordingClient):
+    """Every multi's epoch check fails: another controller was elected."""
+
+    def _call(self, request: PreparedRequest, pending: _Answered) -> None:
+        from kazoo.exceptions import BadVersionError, RolledBackError
+
+        self.payloads.append(request.serialize())
+        pending.value = [BadVersionError()] + [RolledBackError()] * (request.count - 1)
+
+
+def test_a_fence_with_the_reliability_history_on_records_every_op_of_a_batch_encoded_in_blocks(
+    tmp_path: Any,
+) -> None:
+    """With the reliability history on, a fence in the middle of a large batch is still recorded and
+    raised as the controller having moved (the history reads the batch's ops once it is fenced)."""
+    from controller_core.errors import ControllerMovedError
+    from controller_core.zk.history import HistoryRecorder
+
+    recorder = HistoryRecorder(tmp_path / "history.jsonl", role="controller", node=1)
+    store = ZkStore(FencingClient(""), recorder=recorder, max_in_flight=1)
+    with pytest.raises(ControllerMovedError):
+        list(store.update_leader_and_isr_iter(_states(5000), EPOCH, EPOCH_ZK_VERSION))
+    assert (tmp_path / "history.jsonl").read_text().count('"FENCED"') > 0

@@ -181,6 +181,12 @@ class FencedMultiEngine(StoreBase):
         if len(blobs) > start:
             yield list(range(start, len(blobs)))
 
+    def _streams_results(self) -> bool:
+        """Whether ``_fenced_write_iter`` yields each outcome as its multi comes back: not in
+        fault-injection runs (test pause points, the reliability history), which keep the whole
+        batch's order and read every op once the batch is complete or fenced."""
+        return not pause_points_enabled() and self._recorder is None
+
     def _check_prefix(self, expected: int) -> bytes:
         return self._encode(Op(CHECK, paths.CONTROLLER_EPOCH_PATH, version=expected))
 
@@ -238,7 +244,7 @@ class FencedMultiEngine(StoreBase):
         held: set[int] = set()  # replay conflicts: not final until confirmed at the end
         # Fault-injection runs keep the whole-batch order: pause points mean "before any result is
         # used", and the reliability history records every op once the batch is complete.
-        stream = not pause_points_enabled() and self._recorder is None
+        stream = self._streams_results()
         next_out = 0  # outcomes[:next_out] have been yielded
         encoded: list[bytes] = []
         if prepared is None:
