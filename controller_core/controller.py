@@ -79,6 +79,7 @@ from controller_core.events import (
     TopicDeletionStopReplicaResponseReceived,
     ZkPartitionReassignment,
 )
+from controller_core.failover_read import ColdStartUp, read_partition_states
 from controller_core.model import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -273,6 +274,7 @@ class Controller:
         #: Warm path: the zxid its per-topic watches are armed from, after the failover's requests.
         self._deferred_topic_watches: int | None = None
         self._kept_requests: KeptRequests | None = None  # the warm path's start-up requests, for one failover
+        self._cold_start_up: ColdStartUp | None = None  # the cold read's, built as it read (failover_read)
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -569,6 +571,7 @@ class Controller:
         self.ctx.reset()
         self._deferred_topic_watches = None
         self._kept_requests = None
+        self._cold_start_up = None
         self.reassignment.reset()
         if self.standby is not None and self._started:
             self.standby.resume()  # follow again (from a full read) while standing by
@@ -614,12 +617,17 @@ class Controller:
         self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
         phases.mark("topic_deletion_and_brokers_update")
         kept, self._kept_requests = self._kept_requests, None
-        if kept is not None and read_path["path"] == "warm":  # the standby built the start-up's requests
+        cold, self._cold_start_up = self._cold_start_up, None
+        # The initial states are in the context already: the standby's, or derived as the cold read read.
+        derived = read_path["path"] == "warm" or (cold is not None and cold.still_valid(self.ctx))
+        if derived and cold is not None:
+            kept = cold.kept
+        if kept is not None and derived:  # the start-up's requests were built ahead
             start_replica_state_machine(self.replica_sm, self.replica_batch, self.ctx, self.scl, kept)
         else:
             self.replica_sm.startup()
         phases.mark("replica_state_machine")
-        if read_path["path"] == "warm":  # the kept context holds the initial partition states already
+        if derived:
             start_partition_state_machine(self.partition_sm, self.ctx, self.scl)
         else:
             self.partition_sm.startup()
@@ -703,8 +711,9 @@ class Controller:
         self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
         for broker in brokers:
             self._watch_broker(broker.id)
-        self.ctx.load_partition_leadership_info(self.store.get_partition_leadership(self.ctx.all_partitions()))
-        phases.mark("partition_states")
+        # Each batch's initial states and start-up requests are built as it lands (failover_read).
+        self._cold_start_up = read_partition_states(self.ctx, self.store)
+        phases.mark("partition_states_and_start_up_states")
         return brokers
 
     def _arm_deferred_topic_watches(self) -> None:

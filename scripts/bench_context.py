@@ -12,9 +12,10 @@ reset through ``/proc/self/clear_refs``; Linux).
 With ``--zookeeper`` the context is read instead through the real ``ZkStore`` from a private
 ZooKeeper (started here with the partitions written in Kafka's layout, removed afterwards), as a cold
 failover reads it (``Controller._load_controller_context`` without the watches): topics, assignments,
-then every partition state. A fresh process does the read, so its figures are its own: each phase's
-CPU (its thread's) and wall, the RSS it keeps and the peak it reached (``VmHWM``). ~1 minute at
-200,000 partitions, most of it writing them.
+then every partition state, with each batch's initial states and start-up request states built as
+it lands (``controller_core.failover_read``). A fresh process does the read, so its figures are its
+own: each phase's CPU (its thread's) and wall, the RSS it keeps and the peak it reached (``VmHWM``).
+~1 minute at 200,000 partitions, most of it writing them.
 
 Usage::
 
@@ -109,11 +110,13 @@ def vm_hwm_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
+def read_as_cold_failover(hosts: str, brokers: int) -> dict[str, float | int]:
     """Load a context from the ZooKeeper at ``hosts`` as a cold failover does (its reads, without the
-    watches), in this process; each phase's CPU and wall seconds, the RSS kept and its peak."""
+    watches), with brokers 1 to ``brokers`` live, in this process; each phase's CPU and wall seconds,
+    the RSS kept and its peak."""
     from kazoo.client import KazooClient
 
+    from controller_core.failover_read import read_partition_states
     from controller_core.zk.store import ZkStore
 
     client = KazooClient(hosts=hosts, timeout=30.0)
@@ -123,6 +126,7 @@ def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
         gc.collect()
         before, figures = rss_mb(), {}
         ctx = ControllerContext(controller_id=1)
+        ctx.set_live_brokers([broker(b) for b in range(1, brokers + 1)])  # as read from /brokers/ids
         gc.disable()  # the controller pauses its collector during events (controller_core.gc_policy)
         clock = (time.thread_time(), time.perf_counter())
 
@@ -139,7 +143,7 @@ def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
             ctx.load_topic_assignment(topic, {TopicPartition(topic, p): a for p, a in assignment.partitions.items()})
         mark("assignments")
         ctx.clear_partition_leadership_info()
-        ctx.load_partition_leadership_info(store.get_partition_leadership(ctx.all_partitions()))
+        read_partition_states(ctx, store)  # with the start-ups' states and requests built as it reads
         mark("partition_states")
         gc.enable()
         return {
@@ -176,7 +180,7 @@ def on_zookeeper(partitions: int, brokers: int) -> dict[str, float | int]:
         written_s = time.perf_counter() - started
         gc.collect()
         child = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--read-from", hosts],
+            [sys.executable, str(Path(__file__).resolve()), "--read-from", hosts, "--brokers", str(brokers)],
             capture_output=True,
             text=True,
             check=False,
@@ -199,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     malloc_policy.give_large_blocks_back()  # as in a controller's process (its Controller sets it)
     if args.read_from:
-        print(json.dumps(read_as_cold_failover(args.read_from)))
+        print(json.dumps(read_as_cold_failover(args.read_from, args.brokers)))
         return 0
     if args.partitions < 1 or args.brokers < 3:
         parser.error("--partitions must be at least 1 and --brokers at least 3 (replication factor 3)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Final, cast, overload
+from typing import Final, NamedTuple, cast, overload
 
 from kazoo.exceptions import NodeExistsError
 
@@ -30,6 +30,18 @@ logger = logging.getLogger(__name__)
 # Partition states decoded per batch: big enough that the per-batch work is nothing, small enough
 # that a batch's reply bytes and intermediate lists stay a few hundred KB.
 _STATE_BATCH: Final = 4096
+
+
+class LeadershipBatch(NamedTuple):
+    """One batch of ``TopicZnodes.iter_partition_leadership``."""
+
+    partitions: list[TopicPartition]
+    states: list[LeaderIsrAndControllerEpoch | None]
+    """Each partition's decoded state; None where its znode is missing or unreadable."""
+    complete: bool
+    """Every state is there (no None)."""
+
+
 _StateBatch = tuple[
     list[TopicPartition], list[VersionedData], list[LeaderIsrAndControllerEpoch | None], dict[int, ValueError]
 ]
@@ -164,16 +176,23 @@ class TopicZnodes(FencedMultiEngine):
         ``PartitionStateRead`` per partition, built a batch at a time (a million partitions).
         """
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for tps, results, states, failed in self._read_state_batches(partitions):
-            if not failed:
+        for tps, states, complete in self.iter_partition_leadership(partitions):
+            if complete:
                 out.update(zip(tps, cast("list[LeaderIsrAndControllerEpoch]", states), strict=True))
-                continue
-            for i, state in enumerate(states):
-                if state is not None:
-                    out[tps[i]] = state
-                elif results[i].error is None:
-                    logger.error("unreadable state of partition %s: %s", tps[i], failed[i])
+            else:
+                out.update((tp, state) for tp, state in zip(tps, states, strict=True) if state is not None)
         return out
+
+    def iter_partition_leadership(self, partitions: Sequence[TopicPartition]) -> Iterator[LeadershipBatch]:
+        """``get_partition_leadership`` a batch at a time, as ZooKeeper answers, with the next reads in
+        flight: each batch's distinct partitions (in input order) and their decoded states, None where
+        the znode is missing or unreadable (unreadable ones are logged). For a caller that works on each
+        batch while ZooKeeper reads the next (a cold failover: ``controller_core.failover_read``)."""
+        for tps, results, states, failed in self._read_state_batches(partitions):
+            for i, exc in failed.items():
+                if results[i].error is None:
+                    logger.error("unreadable state of partition %s: %s", tps[i], exc)
+            yield LeadershipBatch(tps, states, not failed)
 
     def _read_partition_states(
         self, partitions: Sequence[TopicPartition]
