@@ -18,7 +18,9 @@ from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
 from controller_core.protocol.messages import encode_control_request
 from controller_core.standby.view import ClusterView
 from controller_core.standby.warm_context import adopt, start_partition_state_machine, start_replica_state_machine
-from controller_core.zk.store.topics import LeadershipBatch
+from controller_core.zk import paths
+from controller_core.zk.paths import under_chroot
+from controller_core.zk.store.topics import LeadershipBatch, _StatePaths
 from scripts.support.fakes import Harness, make_harness
 from tests.support.contexts import context_fields
 from tests.unit.test_warm_context import _Cluster, _ViewStore
@@ -135,3 +137,17 @@ def test_a_changed_live_broker_set_after_the_read_voids_what_was_built() -> None
     assert cold is not None and cold.still_valid(ctx)
     ctx.remove_live_brokers([min(ctx.live_broker_ids)])
     assert not cold.still_valid(ctx)
+
+
+@pytest.mark.parametrize("chroot", [None, "/kafka/prod"])
+def test_state_paths_encode_a_run_as_each_path_is_made_under_the_chroot(chroot: str | None) -> None:
+    partitions = [TopicPartition(f"t{i % 3}", i) for i in range(40)]
+    state_paths = _StatePaths(partitions)
+    full = under_chroot(chroot)
+    assert state_paths.encoded(5, 33, full) == [
+        full(paths.partition_state_path(tp)).encode() for tp in partitions[5:33]
+    ]
+    assert list(state_paths[5:33]) == [paths.partition_state_path(tp) for tp in partitions[5:33]]
+    assert state_paths[5:33].encoded(0, 2, full) == state_paths.encoded(5, 7, full)  # a slice encodes too
+    with pytest.raises(ValueError, match="topic name"):
+        _StatePaths([TopicPartition("..", 0)]).encoded(0, 1, full)

@@ -25,6 +25,7 @@ from controller_core.zk.multiread import (
     DataResult,
     MultiReadCounters,
     MultiReader,
+    VersionColumns,
     VersionedData,
 )
 from controller_core.zk.store.wire import CONNECTION_DROPPED, DEFAULT_MAX_MULTI_BYTES, StoreCounters, encode_string
@@ -120,6 +121,18 @@ class StoreBase:
 
     def _iter_data_versions(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[VersionedData]:
         return _resumed_once(self.reader.iter_data_versions, znode_paths, size_hint)
+
+    def _iter_version_columns(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[VersionColumns]:
+        """``MultiReader.iter_data_version_columns``, resumed once after a connection loss from the
+        first path not yet handed over (``_resumed_once`` for columns)."""
+        done = 0
+        try:
+            for chunk in self.reader.iter_data_version_columns(znode_paths, size_hint=size_hint):
+                done += len(chunk.datas)
+                yield chunk
+        except CONNECTION_DROPPED:
+            logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths) - done)
+            yield from self.reader.iter_data_version_columns(znode_paths[done:], size_hint=size_hint)
 
     def _children(self, path: str) -> list[str]:
         try:
