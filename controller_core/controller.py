@@ -705,7 +705,8 @@ class Controller:
         self.ctx.set_all_topics(topics)
         self._watch_topics(topics)
         phases.mark("brokers_topics_and_topic_watches")
-        self._store_assignments(self.store.get_replica_assignments(topics))
+        for assignments in self.store.iter_replica_assignments(topics):  # each loaded as the next is read
+            self._store_assignments(assignments)
         phases.mark("assignments")
         self.ctx.clear_partition_leadership_info()
         self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))

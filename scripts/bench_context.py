@@ -139,8 +139,10 @@ def read_as_cold_failover(hosts: str, brokers: int) -> dict[str, float | int]:
 
         topics = set(store.get_all_topics())
         ctx.set_all_topics(topics)
-        for topic, assignment in store.get_replica_assignments(topics).items():  # as _store_assignments
-            ctx.load_topic_assignment(topic, {TopicPartition(topic, p): a for p, a in assignment.partitions.items()})
+        for assignments in store.iter_replica_assignments(topics):  # as Controller._store_assignments
+            for topic, assignment in assignments.items():
+                by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
+                ctx.load_topic_assignment(topic, by_partition)
         mark("assignments")
         ctx.clear_partition_leadership_info()
         read_partition_states(ctx, store)  # with the start-ups' states and requests built as it reads

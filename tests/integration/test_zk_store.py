@@ -607,6 +607,23 @@ def test_topics_round_trip_in_kafkas_format(zk: KazooClient, store: ZkStore, con
     assert err.value.code == ZkCode.NO_NODE
 
 
+def test_assignments_stream_a_multi_read_at_a_time_in_the_order_asked(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``iter_replica_assignments`` (a cold failover loads each chunk while the next is read): the
+    topics in the order asked, missing ones left out, chunk by chunk; together ``get_replica_assignments``."""
+    names = [f"t{i:02d}" for i in range(12)]
+    for i, name in enumerate(names):
+        store.create_topic(name, {p: [1 + (p + i) % 3, 1 + (p + i + 1) % 3] for p in range(4)})
+    monkeypatch.setattr(store.reader, "max_batch_bytes", 4096)  # ~2 KB of reply expected a topic
+    asked = [*reversed(names), "ghost"]
+    chunks = list(store.iter_replica_assignments(asked))
+    assert len(chunks) >= 3
+    assert [t for chunk in chunks for t in chunk] == asked[:-1]
+    merged = {t: a for chunk in chunks for t, a in chunk.items()}
+    assert merged == store.get_replica_assignments(asked) and merged["t03"].partitions[0] == ReplicaAssignment((1, 2))
+
+
 def test_creating_a_topic_validates_and_refuses_duplicates(store: ZkStore) -> None:
     store.create_topic("orders", {0: [1, 2]})
     with pytest.raises(ZkOperationError, match="already exists"):

@@ -90,19 +90,29 @@ class TopicZnodes(FencedMultiEngine):
         Topics without a znode are left out. A topic znode that is not Kafka's JSON is logged as an
         error and returned as an empty assignment (no partitions), rather than failing a failover.
         """
-        names = list(dict.fromkeys(topics))
-        results = self._read_data([paths.topic_path(t) for t in names], size_hint=2048)
         out: dict[str, TopicAssignment] = {}
-        shared: dict[tuple[int, ...], ReplicaAssignment] = {}  # one object per distinct replica list
-        for topic, r in zip(names, results, strict=True):
-            if r.error is not None:
-                continue
-            try:
-                out[topic] = codecs.decode_topic_assignment(topic, r.data, shared)
-            except ValueError as exc:
-                logger.error("unreadable assignment of topic %s: %s", topic, exc)
-                out[topic] = TopicAssignment(None, {})
+        for chunk in self.iter_replica_assignments(topics):
+            out.update(chunk)
         return out
+
+    def iter_replica_assignments(self, topics: Collection[str]) -> Iterator[dict[str, TopicAssignment]]:
+        """``get_replica_assignments`` a multi-read at a time, in the order of ``topics``, as ZooKeeper
+        answers (the next reads in flight): a cold failover loads each chunk while the next is read."""
+        names = list(dict.fromkeys(topics))
+        shared: dict[tuple[int, ...], ReplicaAssignment] = {}  # one object per distinct replica list
+        start = 0
+        for results in self._iter_data(LazyPaths(names, paths.topic_path), size_hint=2048):
+            out: dict[str, TopicAssignment] = {}
+            for topic, r in zip(names[start : start + len(results)], results, strict=True):
+                if r.error is not None:
+                    continue
+                try:
+                    out[topic] = codecs.decode_topic_assignment(topic, r.data, shared)
+                except ValueError as exc:
+                    logger.error("unreadable assignment of topic %s: %s", topic, exc)
+                    out[topic] = TopicAssignment(None, {})
+            start += len(results)
+            yield out
 
     def get_partition_znode_ids(self, topics: Collection[str]) -> dict[str, set[int]]:
         """For each topic, the partitions that have a ``/partitions/<p>`` znode (empty when none)."""
