@@ -65,5 +65,5 @@ def read_partition_states(ctx: ControllerContext, store: ZkStore) -> ColdStartUp
             )
         if kept is not None:
             derive_initial_states(ctx, ids)
-            kept.refresh(ids, at_end=True)  # read in the context's order: each batch is last so far
+            kept.add_loaded(ids)  # read in the context's order: each batch is last so far
     return None if kept is None else ColdStartUp(kept, live)

@@ -14,7 +14,7 @@ import pytest
 
 from controller_core.context import ControllerContext
 from controller_core.failover_read import read_partition_states
-from controller_core.model import BrokerRegistration, EndPoint, TopicPartition
+from controller_core.model import BrokerRegistration, EndPoint, ReplicaAssignment, TopicPartition
 from controller_core.protocol.messages import encode_control_request
 from controller_core.standby.view import ClusterView
 from controller_core.standby.warm_context import adopt, start_partition_state_machine, start_replica_state_machine
@@ -151,3 +151,24 @@ def test_state_paths_encode_a_run_as_each_path_is_made_under_the_chroot(chroot: 
     assert state_paths[5:33].encoded(0, 2, full) == state_paths.encoded(5, 7, full)  # a slice encodes too
     with pytest.raises(ValueError, match="topic name"):
         _StatePaths([TopicPartition("..", 0)]).encoded(0, 1, full)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_new_topics_assignment_loads_as_partition_by_partition_updates_do(seed: int) -> None:
+    """``load_topic_assignment`` of topics none of whose partitions has a row (a failover's read, in
+    one block) gives the table that updating each partition's assignment gives."""
+    rng = random.Random(seed)
+    shared = {r: ReplicaAssignment(r) for r in [(1, 2, 3), (2, 3, 4), (4, 1), (5,), ()]}
+    topics = {
+        f"t{t}": {TopicPartition(f"t{t}", p): rng.choice(list(shared.values())) for p in range(rng.randint(1, 30))}
+        for t in range(8)
+    }
+    bulk, single = ControllerContext(1), ControllerContext(1)
+    for topic, assignments in topics.items():
+        bulk.load_topic_assignment(topic, assignments)
+        for tp, assignment in assignments.items():
+            single.update_partition_full_replica_assignment(tp, assignment)
+    fields, expected = context_fields(bulk), context_fields(single)
+    for name, value in expected.items():
+        assert fields[name] == value, name
+    assert bulk.table.by_broker and bulk.table.by_broker == single.table.by_broker
