@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Protocol
 
-from controller_core import malloc_policy, memory_probe
+from controller_core import failover_read, malloc_policy, memory_probe
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -79,7 +79,7 @@ from controller_core.events import (
     TopicDeletionStopReplicaResponseReceived,
     ZkPartitionReassignment,
 )
-from controller_core.failover_read import ColdStartUp, read_partition_states
+from controller_core.failover_read import ColdStartUp
 from controller_core.model import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -717,7 +717,7 @@ class Controller:
         for broker in brokers:
             self._watch_broker(broker.id)
         # Each batch's initial states and start-up requests are built as it lands (failover_read).
-        self._cold_start_up = read_partition_states(self.ctx, self.store)
+        self._cold_start_up = failover_read.read_partition_states(self.ctx, self.store)
         phases.mark("partition_states_and_start_up_states")
         return brokers
 

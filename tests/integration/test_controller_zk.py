@@ -414,20 +414,20 @@ def test_a_partition_added_while_a_cold_failover_reads_is_not_missed(
 ) -> None:
     """The cold path arms its topics' watches after its requests, relative to a zxid seen before its
     reads: a change made while it reads fires then, as Kafka's watches armed during the read would."""
-    from controller_core import controller as controller_module
+    from controller_core import failover_read
     from controller_core.model import ReplicaAssignment
 
     for b in (1, 2, 3):
         fake_brokers.start(b)
     ZkStore(zk).create_topic("orders", {0: [1, 2, 3]})
-    read = controller_module.read_partition_states
+    read = failover_read.read_partition_states
 
     def add_a_partition_then_read(*args: Any) -> Any:
         grown = {0: ReplicaAssignment((1, 2, 3)), 1: ReplicaAssignment((2, 3, 1))}
         zk.set(paths.topic_path("orders"), codecs.encode_topic_assignment(grown, None))
         return read(*args)
 
-    monkeypatch.setattr(controller_module, "read_partition_states", add_a_partition_then_read)
+    monkeypatch.setattr(failover_read, "read_partition_states", add_a_partition_then_read)
     candidates.start(100, warm_standby=False)  # the cold path
     wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 1))) is not None, what="orders-1")
     assert state(zk, "orders", 1) == (2, 0, [2, 3, 1], 1)
