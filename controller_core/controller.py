@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Protocol
 
-from controller_core import malloc_policy, memory_probe
+from controller_core import failover_read, malloc_policy, memory_probe
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -79,6 +79,7 @@ from controller_core.events import (
     TopicDeletionStopReplicaResponseReceived,
     ZkPartitionReassignment,
 )
+from controller_core.failover_read import ColdStartUp
 from controller_core.model import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -273,6 +274,7 @@ class Controller:
         #: Warm path: the zxid its per-topic watches are armed from, after the failover's requests.
         self._deferred_topic_watches: int | None = None
         self._kept_requests: KeptRequests | None = None  # the warm path's start-up requests, for one failover
+        self._cold_start_up: ColdStartUp | None = None  # the cold read's, built as it read (failover_read)
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -569,6 +571,7 @@ class Controller:
         self.ctx.reset()
         self._deferred_topic_watches = None
         self._kept_requests = None
+        self._cold_start_up = None
         self.reassignment.reset()
         if self.standby is not None and self._started:
             self.standby.resume()  # follow again (from a full read) while standing by
@@ -614,12 +617,17 @@ class Controller:
         self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, ())
         phases.mark("topic_deletion_and_brokers_update")
         kept, self._kept_requests = self._kept_requests, None
-        if kept is not None and read_path["path"] == "warm":  # the standby built the start-up's requests
+        cold, self._cold_start_up = self._cold_start_up, None
+        # The initial states are in the context already: the standby's, or derived as the cold read read.
+        derived = read_path["path"] == "warm" or (cold is not None and cold.still_valid(self.ctx))
+        if derived and cold is not None:
+            kept = cold.kept
+        if kept is not None and derived:  # the start-up's requests were built ahead
             start_replica_state_machine(self.replica_sm, self.replica_batch, self.ctx, self.scl, kept)
         else:
             self.replica_sm.startup()
         phases.mark("replica_state_machine")
-        if read_path["path"] == "warm":  # the kept context holds the initial partition states already
+        if derived:
             start_partition_state_machine(self.partition_sm, self.ctx, self.scl)
         else:
             self.partition_sm.startup()
@@ -691,27 +699,33 @@ class Controller:
 
     def _load_controller_context(self, phases: _PhaseClock) -> list[BrokerRegistration]:
         """Kafka's ``initializeControllerContext`` reads (the cold path); returns the registered brokers."""
+        # The per-topic watches are armed after the failover's requests, relative to a zxid seen before
+        # the reads (as on the warm path: every change since fires at once), not before the reads:
+        # arming them reads every topic znode again (~0.4 s at 20,000 topics).
+        self.client.exists("/")
+        self._deferred_topic_watches = self.client.last_zxid
         brokers = list(self.store.get_all_broker_registrations().values())
         self.ctx.set_live_brokers(brokers)
         topics = set(self.store.get_all_topics())
         self.ctx.set_all_topics(topics)
-        self._watch_topics(topics)
-        phases.mark("brokers_topics_and_topic_watches")
-        self._store_assignments(self.store.get_replica_assignments(topics))
+        phases.mark("brokers_and_topics")
+        for assignments in self.store.iter_replica_assignments(topics):  # each loaded as the next is read
+            self._store_assignments(assignments)
         phases.mark("assignments")
         self.ctx.clear_partition_leadership_info()
         self.ctx.remove_shutting_down_brokers(list(self.ctx.shutting_down_broker_ids))
         for broker in brokers:
             self._watch_broker(broker.id)
-        self.ctx.load_partition_leadership_info(self.store.get_partition_leadership(self.ctx.all_partitions()))
-        phases.mark("partition_states")
+        # Each batch's initial states and start-up requests are built as it lands (failover_read).
+        self._cold_start_up = failover_read.read_partition_states(self.ctx, self.store)
+        phases.mark("partition_states_and_start_up_states")
         return brokers
 
     def _arm_deferred_topic_watches(self) -> None:
-        """The warm path's per-topic and per-broker watches (each topic's assignment and config, each
-        broker's registration), armed once the failover's requests went out, relative to the zxid the
-        swapped-in context is current to: a change since then fires at once, so none is missed (Kafka
-        arms them while it reads)."""
+        """The per-topic and per-broker watches (each topic's assignment and config, each broker's
+        registration), armed once the failover's requests went out, relative to the zxid the context
+        is current to (warm: the swapped-in context's; cold: one seen before its reads): a change since
+        then fires at once, so none is missed (Kafka arms them while it reads)."""
         since, self._deferred_topic_watches = self._deferred_topic_watches, None
         if since is None:
             return

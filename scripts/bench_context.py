@@ -12,9 +12,11 @@ reset through ``/proc/self/clear_refs``; Linux).
 With ``--zookeeper`` the context is read instead through the real ``ZkStore`` from a private
 ZooKeeper (started here with the partitions written in Kafka's layout, removed afterwards), as a cold
 failover reads it (``Controller._load_controller_context`` without the watches): topics, assignments,
-then every partition state. A fresh process does the read, so its figures are its own: each phase's
-CPU (its thread's) and wall, the RSS it keeps and the peak it reached (``VmHWM``). ~1 minute at
-200,000 partitions, most of it writing them.
+then every partition state, with each batch's initial states and start-up request states built as
+it lands (``controller_core.failover_read``), then the two state machines' start-ups (requests built
+for the fake harness's transport, not encoded). A fresh process does the read, so its figures are its
+own: each phase's CPU (its thread's) and wall, the RSS the read keeps and the peak (``VmHWM``).
+~1 minute at 200,000 partitions, most of it writing them.
 
 Usage::
 
@@ -52,7 +54,7 @@ from controller_core.state_snapshot import snapshot_json_fields  # noqa: E402
 from controller_core.states import PartitionState, ReplicaState  # noqa: E402
 from scripts.bench_elections import PER_TOPIC, ZooKeeperRounds, partition_at, replicas_at  # noqa: E402
 from scripts.devservices import ZooKeeperServer, free_port  # noqa: E402
-from scripts.support.fakes import broker  # noqa: E402
+from scripts.support.fakes import broker, make_harness  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -109,11 +111,15 @@ def vm_hwm_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
+def read_as_cold_failover(hosts: str, brokers: int) -> dict[str, float | int]:
     """Load a context from the ZooKeeper at ``hosts`` as a cold failover does (its reads, without the
-    watches), in this process; each phase's CPU and wall seconds, the RSS kept and its peak."""
+    watches), with brokers 1 to ``brokers`` live, then run both state machines' start-ups on it as the
+    cold failover does (over the fake harness's transport: requests built, not encoded or sent), in
+    this process; each phase's CPU and wall seconds, the RSS the read kept and the peak."""
     from kazoo.client import KazooClient
 
+    from controller_core.failover_read import read_partition_states
+    from controller_core.standby.warm_context import start_partition_state_machine, start_replica_state_machine
     from controller_core.zk.store import ZkStore
 
     client = KazooClient(hosts=hosts, timeout=30.0)
@@ -122,7 +128,9 @@ def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
         store = ZkStore(client)
         gc.collect()
         before, figures = rss_mb(), {}
-        ctx = ControllerContext(controller_id=1)
+        harness = make_harness(brokers=(), decide_from_cache=True)
+        ctx = harness.ctx
+        ctx.set_live_brokers([broker(b) for b in range(1, brokers + 1)])  # as read from /brokers/ids
         gc.disable()  # the controller pauses its collector during events (controller_core.gc_policy)
         clock = (time.thread_time(), time.perf_counter())
 
@@ -135,18 +143,27 @@ def read_as_cold_failover(hosts: str) -> dict[str, float | int]:
 
         topics = set(store.get_all_topics())
         ctx.set_all_topics(topics)
-        for topic, assignment in store.get_replica_assignments(topics).items():  # as _store_assignments
-            ctx.load_topic_assignment(topic, {TopicPartition(topic, p): a for p, a in assignment.partitions.items()})
+        for assignments in store.iter_replica_assignments(topics):  # as Controller._store_assignments
+            for topic, assignment in assignments.items():
+                by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
+                ctx.load_topic_assignment(topic, by_partition)
         mark("assignments")
         ctx.clear_partition_leadership_info()
-        ctx.load_partition_leadership_info(store.get_partition_leadership(ctx.all_partitions()))
+        cold = read_partition_states(ctx, store)  # with the start-ups' states and requests built as it reads
         mark("partition_states")
+        context_rss_mb = round(rss_mb() - before, 1)
+        if cold is None:
+            raise RuntimeError("the cold read built no start-up (replicas on failed log directories?)")
+        start_replica_state_machine(harness.rsm, harness.replica_batch, ctx, harness.log, cold.kept)
+        start_partition_state_machine(harness.psm, ctx, harness.log)
+        mark("start_ups")
         gc.enable()
         return {
             "partitions": ctx.partition_count,
             "with_leaders": ctx.partition_with_leaders_count,
+            "requests": len(harness.transport.sent),
             **figures,
-            "context_rss_mb": round(rss_mb() - before, 1),
+            "context_rss_mb": context_rss_mb,
             "peak_rss_mb": round(vm_hwm_mb(), 1),
             "start_rss_mb": round(before, 1),
         }
@@ -176,7 +193,7 @@ def on_zookeeper(partitions: int, brokers: int) -> dict[str, float | int]:
         written_s = time.perf_counter() - started
         gc.collect()
         child = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--read-from", hosts],
+            [sys.executable, str(Path(__file__).resolve()), "--read-from", hosts, "--brokers", str(brokers)],
             capture_output=True,
             text=True,
             check=False,
@@ -199,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     malloc_policy.give_large_blocks_back()  # as in a controller's process (its Controller sets it)
     if args.read_from:
-        print(json.dumps(read_as_cold_failover(args.read_from)))
+        print(json.dumps(read_as_cold_failover(args.read_from, args.brokers)))
         return 0
     if args.partitions < 1 or args.brokers < 3:
         parser.error("--partitions must be at least 1 and --brokers at least 3 (replication factor 3)")
@@ -211,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{figures['partitions']:,} partitions read as a cold failover: assignments "
                 f"{figures['assignments_cpu_s']} s CPU / {figures['assignments_wall_s']} s wall, partition states "
-                f"{figures['partition_states_cpu_s']} s / {figures['partition_states_wall_s']} s; context "
+                f"{figures['partition_states_cpu_s']} s / {figures['partition_states_wall_s']} s, start-ups "
+                f"{figures['start_ups_cpu_s']} s / {figures['start_ups_wall_s']} s; context "
                 f"{figures['context_rss_mb']} MB of RSS, peak {figures['peak_rss_mb']} MB "
                 f"(from {figures['start_rss_mb']} MB at the start)"
             )

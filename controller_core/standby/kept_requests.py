@@ -31,7 +31,7 @@ builds those partitions as usual. No I/O and no locking: the owner (``WarmContex
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from controller_core.context import ControllerContext
@@ -141,6 +141,68 @@ class KeptRequests:
                 lai.isr,
                 lai.zk_version,
                 assignment.replicas,
+                offline,
+            )
+
+    def add_loaded(self, ids: Sequence[int]) -> None:
+        """``refresh(ids, at_end=True)`` for assigned partitions this holds nothing of yet, loaded last in
+        the context's order: the same entries, without looking for what they would replace. A cold
+        failover's read builds a million this way, a batch of state znodes at a time
+        (``controller_core.failover_read``)."""
+        table = self.ctx.table
+        leadership, assignments, tps = table.leadership, table.assignment, table.tps
+        live = self.ctx.live_broker_ids
+        groups = self.groups
+        update_metadata = self.update_metadata
+        recipients_of = self._recipients
+        if len(recipients_of) < len(tps):
+            recipients_of.extend([None] * (len(tps) - len(recipients_of)))
+        splits: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        leader_and_isr, metadata = LeaderAndIsrPartitionState, UpdateMetadataPartitionState
+        for pid in ids:
+            info = leadership[pid]
+            assignment = assignments[pid]
+            if info is None or assignment is None:
+                continue
+            replicas = assignment.replicas
+            split = splits.get(replicas)
+            if split is None:
+                split = splits[replicas] = (
+                    tuple([r for r in replicas if r in live]),
+                    tuple([r for r in replicas if r not in live]),
+                )
+            online, offline = split
+            if not online:
+                continue
+            tp = tps[pid]
+            lai = info.leader_and_isr
+            group = groups.get(online)
+            if group is None:
+                group = groups[online] = {}
+            # leader_and_isr_state(tp, info, assignment, False), inlined: once per partition.
+            group[pid] = leader_and_isr(
+                tp.topic,
+                tp.partition,
+                info.controller_epoch,
+                lai.leader,
+                lai.leader_epoch,
+                lai.isr,
+                lai.zk_version,
+                replicas,
+                assignment.adding_replicas,
+                assignment.removing_replicas,
+                False,
+            )
+            recipients_of[pid] = online
+            update_metadata[pid] = metadata(
+                tp.topic,
+                tp.partition,
+                info.controller_epoch,
+                lai.leader,
+                lai.leader_epoch,
+                lai.isr,
+                lai.zk_version,
+                replicas,
                 offline,
             )
 

@@ -148,7 +148,7 @@ class WarmContext:
                 leader_moved.append(pid)
         try:
             self.ctx.put_leadership_by_id(infos)
-            self._derive_partition_states(leader_moved)
+            _derive_partition_states(self.ctx, leader_moved)
             self.kept.refresh([pid for pid, _ in infos])
             for topic in sorted(reload):
                 self._reload_topic(topic, view)
@@ -169,7 +169,7 @@ class WarmContext:
             self._reload_topic(tp.topic, view)  # rare: only the topic's reload can drop leadership
             return
         ctx.put_leadership_by_id([(pid, info)])
-        self._derive_partition_states([pid])
+        _derive_partition_states(self.ctx, [pid])
         self.kept.refresh([pid])
 
     def _apply_broker(self, broker_id: int, view: ClusterView) -> None:
@@ -225,48 +225,7 @@ class WarmContext:
 
     def _derive(self, ids: Iterable[int]) -> None:
         """The initial partition and replica states of assigned partition numbers ``ids``."""
-        ids = list(ids)
-        self._derive_partition_states(ids)
-        self._derive_replica_states(ids)
-
-    def _derive_partition_states(self, ids: list[int]) -> None:
-        """``PartitionStateMachine.startup``'s initialization (no offline log dirs in a loaded context)."""
-        ctx = self.ctx
-        leadership = ctx.table.leadership
-        live = ctx.live_broker_ids
-        by_state: dict[PartitionState, list[int]] = {_P.NEW: [], _P.ONLINE: [], _P.OFFLINE: []}
-        for pid in ids:
-            info = leadership[pid]
-            if info is None:
-                by_state[_P.NEW].append(pid)
-            elif info.leader_and_isr.leader in live:
-                by_state[_P.ONLINE].append(pid)
-            else:
-                by_state[_P.OFFLINE].append(pid)
-        for state, members in by_state.items():
-            if members:
-                ctx.move_partition_ids_to_state(members, state)
-
-    def _derive_replica_states(self, ids: list[int]) -> None:
-        """``ReplicaStateMachine.startup``'s step 1: OnlineReplica on a live broker, else
-        ReplicaDeletionIneligible; one shared mapping per distinct replica list."""
-        ctx = self.ctx
-        table = ctx.table
-        assignments, column = table.assignment, table.replica_states
-        intern = table.replica_state_maps.intern
-        live = ctx.live_broker_ids
-        initial: dict[tuple[int, ...], dict[int, ReplicaState] | None] = {}
-        for pid in ids:
-            assignment = assignments[pid]
-            if assignment is None:
-                continue
-            replicas = assignment.replicas
-            if replicas in initial:
-                column[pid] = initial[replicas]
-            else:
-                column[pid] = initial[replicas] = intern(
-                    {r: (_R.ONLINE if r in live else _R.DELETION_INELIGIBLE) for r in replicas}
-                )
+        derive_initial_states(self.ctx, list(ids))
 
     def _forget_states(self, ids: list[int]) -> None:
         """Empty the partition and replica states of rows no longer assigned (a cold load has none)."""
@@ -287,6 +246,55 @@ class WarmContext:
     def _break(self, exc: Exception) -> None:
         self.broken = f"the view holds what a failover rejects: {exc}"
         logger.warning("standby: %s; the next failover reads everything", self.broken)
+
+
+def derive_initial_states(ctx: ControllerContext, ids: list[int]) -> None:
+    """The initial partition and replica states of assigned partition numbers ``ids`` (their assignments
+    and leaderships loaded), as the two start-ups derive them: a warm standby's kept context, and a cold
+    failover's read as each batch of state znodes lands (``controller_core.failover_read``). No offline
+    log directories (a loaded context has none)."""
+    _derive_partition_states(ctx, ids)
+    _derive_replica_states(ctx, ids)
+
+
+def _derive_partition_states(ctx: ControllerContext, ids: list[int]) -> None:
+    """``PartitionStateMachine.startup``'s initialization: New without leadership, Online with a live
+    leader, else Offline."""
+    leadership = ctx.table.leadership
+    live = ctx.live_broker_ids
+    by_state: dict[PartitionState, list[int]] = {_P.NEW: [], _P.ONLINE: [], _P.OFFLINE: []}
+    for pid in ids:
+        info = leadership[pid]
+        if info is None:
+            by_state[_P.NEW].append(pid)
+        elif info.leader_and_isr.leader in live:
+            by_state[_P.ONLINE].append(pid)
+        else:
+            by_state[_P.OFFLINE].append(pid)
+    for state, members in by_state.items():
+        if members:
+            ctx.move_partition_ids_to_state(members, state)
+
+
+def _derive_replica_states(ctx: ControllerContext, ids: list[int]) -> None:
+    """``ReplicaStateMachine.startup``'s step 1: OnlineReplica on a live broker, else
+    ReplicaDeletionIneligible; one shared mapping per distinct replica list."""
+    table = ctx.table
+    assignments, column = table.assignment, table.replica_states
+    intern = table.replica_state_maps.intern
+    live = ctx.live_broker_ids
+    initial: dict[tuple[int, ...], dict[int, ReplicaState] | None] = {}
+    for pid in ids:
+        assignment = assignments[pid]
+        if assignment is None:
+            continue
+        replicas = assignment.replicas
+        if replicas in initial:
+            column[pid] = initial[replicas]
+        else:
+            column[pid] = initial[replicas] = intern(
+                {r: (_R.ONLINE if r in live else _R.DELETION_INELIGIBLE) for r in replicas}
+            )
 
 
 def start_replica_state_machine(

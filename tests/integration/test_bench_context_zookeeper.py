@@ -24,6 +24,7 @@ def test_the_cold_read_reports_every_partition_with_its_phases_and_memory(
     assert bench_context.main(["--zookeeper", "--partitions", "600", "--brokers", "4", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["partitions"] == figures["with_leaders"] == 600
-    for phase in ("assignments", "partition_states"):
+    assert figures["requests"] > 0  # the start-ups' LeaderAndIsr and UpdateMetadata
+    for phase in ("assignments", "partition_states", "start_ups"):
         assert figures[f"{phase}_wall_s"] >= 0 and figures[f"{phase}_cpu_s"] >= 0
     assert figures["peak_rss_mb"] >= figures["start_rss_mb"] > 0

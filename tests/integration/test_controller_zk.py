@@ -407,3 +407,29 @@ def test_a_controlled_shutdown_is_answered_before_its_records_are_built(
     assert [r["entity"] for r in records if r["kind"] == "isr_change"] == ["orders-1@1"]
     seqs = [r["seq"] for r in records]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_a_partition_added_while_a_cold_failover_reads_is_not_missed(
+    zk: KazooClient, fake_brokers: FakeBrokers, candidates: Candidates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cold path arms its topics' watches after its requests, relative to a zxid seen before its
+    reads: a change made while it reads fires then, as Kafka's watches armed during the read would."""
+    from controller_core import failover_read
+    from controller_core.model import ReplicaAssignment
+
+    for b in (1, 2, 3):
+        fake_brokers.start(b)
+    ZkStore(zk).create_topic("orders", {0: [1, 2, 3]})
+    read = failover_read.read_partition_states
+
+    def add_a_partition_then_read(*args: Any) -> Any:
+        grown = {0: ReplicaAssignment((1, 2, 3)), 1: ReplicaAssignment((2, 3, 1))}
+        zk.set(paths.topic_path("orders"), codecs.encode_topic_assignment(grown, None))
+        return read(*args)
+
+    monkeypatch.setattr(failover_read, "read_partition_states", add_a_partition_then_read)
+    candidates.start(100, warm_standby=False)  # the cold path
+    wait_for(lambda: zk.exists(paths.partition_state_path(TopicPartition("orders", 1))) is not None, what="orders-1")
+    assert state(zk, "orders", 1) == (2, 0, [2, 3, 1], 1)
+    failover = next(r for r in candidates.sinks[100].records if r["kind"] == "failover")
+    assert failover["path"] == "cold" and failover["partitions"] == 1  # read before the change landed

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from controller_core.zk.multiread import ChildrenResult, DataResult, LazyPaths, MultiReader, VersionedData
+from controller_core.zk.multiread import (
+    ChildrenResult,
+    DataResult,
+    LazyPaths,
+    MultiReader,
+    VersionColumns,
+    VersionedData,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +154,43 @@ def test_lazy_paths_read_like_the_list_of_their_paths_and_make_each_when_sent(zk
     assert made == tree
     fallback = MultiReader(zk, use_multi_read=False, single_window=16)
     assert _versions(fallback.get_data_versions(LazyPaths(tree, str))) == expected
+
+
+def _from_columns(chunks: list[VersionColumns]) -> list[tuple[bytes | None, int, type | None]]:
+    out: list[tuple[bytes | None, int, type | None]] = []
+    for datas, versions, errors in chunks:
+        assert len(datas) == len(versions) and all(0 <= i < len(datas) for i in errors)
+        out.extend(
+            (d, v, type(errors[i]) if i in errors else None)
+            for i, (d, v) in enumerate(zip(datas, versions, strict=True))
+        )
+    return out
+
+
+def test_version_columns_are_the_versioned_reads_one_run_per_multi_read(zk: KazooClient, tree: list[str]) -> None:
+    """``iter_data_version_columns`` (a cold failover's state read): the versioned reads as columns, a
+    multi-read at a time, with the failures (a missing znode) by index; the same through the fallback."""
+    expected = _versions(MultiReader(zk).get_data_versions(tree))
+    reader = MultiReader(zk, max_batch_bytes=4096, max_in_flight=2)
+    chunks = list(reader.iter_data_version_columns(tree, size_hint=50))
+    assert len(chunks) > 5 and _from_columns(chunks) == expected
+    assert expected[tree.index("/d/missing")][2] is NoNodeError
+    fallback = MultiReader(zk, use_multi_read=False, single_window=16)
+    assert _from_columns(list(fallback.iter_data_version_columns(tree))) == expected
+    assert list(reader.iter_data_version_columns([])) == []
+
+
+def test_paths_that_encode_themselves_are_sent_as_they_encode(zk: KazooClient, tree: list[str]) -> None:
+    """A ``paths`` with ``encoded`` (``EncodedPaths``) is asked for each request's run of paths,
+    under the chroot, instead of each path being made and encoded."""
+    runs: list[tuple[int, int]] = []
+
+    class Encoding(LazyPaths):
+        def encoded(self, start: int, stop: int, full: Callable[[str], str]) -> list[bytes]:
+            runs.append((start, stop))
+            return [full(p).encode() for p in self._items[start:stop]]
+
+    reader = MultiReader(zk, max_batch_bytes=4096, max_in_flight=2)
+    chunks = list(reader.iter_data_version_columns(Encoding(tree, str), size_hint=50))
+    assert _from_columns(chunks) == _versions(MultiReader(zk).get_data_versions(tree))
+    assert runs[0][0] == 0 and runs[-1][1] == len(tree) and len(runs) == len(chunks)

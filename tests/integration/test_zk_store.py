@@ -28,7 +28,6 @@ from controller_core.zk.codecs import FeatureZNode, TopicAssignment
 from controller_core.zk.history import HistoryRecorder
 from controller_core.zk.multiread import MultiReader
 from controller_core.zk.store import ControllerEpoch, ZkStore
-from controller_core.zk.store import topics as topics_module
 from scripts.devservices import ZooKeeperServer, free_port
 from scripts.reliability.faultproxy import FaultProxy
 from tests.support.zk import expire_session, wait_for
@@ -235,7 +234,8 @@ def test_a_wrongly_typed_state_znode_is_left_out_in_any_decode_batch_and_named(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(topics_module, "_STATE_BATCH", 3)  # 10 partitions: four decode batches
+    # A decode batch is a multi-read: at ~180 reply bytes an op, 10 partitions take two or three.
+    monkeypatch.setattr(store.reader, "max_batch_bytes", 1024)
     states = _topic_with_states(store, controller, "orders", 10)
     coerced = {
         TP("orders", 1): b'{"controller_epoch":1,"leader":"2","version":1,"leader_epoch":0,"isr":[2]}',
@@ -246,8 +246,10 @@ def test_a_wrongly_typed_state_znode_is_left_out_in_any_decode_batch_and_named(
         zk.set(paths.partition_state_path(tp), raw)
     zk.delete(paths.partition_state_path(TP("orders", 8)))
 
+    before = store.reader.counters.requests
     with caplog.at_level("ERROR", logger="controller_core.zk.store"):
         leadership = store.get_partition_leadership(list(states))
+    assert store.reader.counters.requests - before >= 2  # several decode batches
     readable = [tp for tp in states if tp not in coerced and tp != TP("orders", 8)]
     assert leadership == {tp: states[tp] for tp in readable}  # no default, no coercion
     named = {TP("orders", 1): "$.leader", TP("orders", 5): "$.leader_epoch", TP("orders", 7): "$.isr[1]"}
@@ -603,6 +605,23 @@ def test_topics_round_trip_in_kafkas_format(zk: KazooClient, store: ZkStore, con
     with pytest.raises(ZkOperationError) as err:
         store.set_topic_assignment("ghost", None, moving, controller.epoch_zk_version)
     assert err.value.code == ZkCode.NO_NODE
+
+
+def test_assignments_stream_a_multi_read_at_a_time_in_the_order_asked(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``iter_replica_assignments`` (a cold failover loads each chunk while the next is read): the
+    topics in the order asked, missing ones left out, chunk by chunk; together ``get_replica_assignments``."""
+    names = [f"t{i:02d}" for i in range(12)]
+    for i, name in enumerate(names):
+        store.create_topic(name, {p: [1 + (p + i) % 3, 1 + (p + i + 1) % 3] for p in range(4)})
+    monkeypatch.setattr(store.reader, "max_batch_bytes", 4096)  # ~2 KB of reply expected a topic
+    asked = [*reversed(names), "ghost"]
+    chunks = list(store.iter_replica_assignments(asked))
+    assert len(chunks) >= 3
+    assert [t for chunk in chunks for t in chunk] == asked[:-1]
+    merged = {t: a for chunk in chunks for t, a in chunk.items()}
+    assert merged == store.get_replica_assignments(asked) and merged["t03"].partitions[0] == ReplicaAssignment((1, 2))
 
 
 def test_creating_a_topic_validates_and_refuses_duplicates(store: ZkStore) -> None:

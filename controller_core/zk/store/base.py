@@ -25,6 +25,7 @@ from controller_core.zk.multiread import (
     DataResult,
     MultiReadCounters,
     MultiReader,
+    VersionColumns,
     VersionedData,
 )
 from controller_core.zk.store.wire import CONNECTION_DROPPED, DEFAULT_MAX_MULTI_BYTES, StoreCounters, encode_string
@@ -121,6 +122,14 @@ class StoreBase:
     def _iter_data_versions(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[VersionedData]:
         return _resumed_once(self.reader.iter_data_versions, znode_paths, size_hint)
 
+    def _iter_version_columns(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[VersionColumns]:
+        """``MultiReader.iter_data_version_columns``, resumed once after a connection loss."""
+        return _chunks_resumed_once(self.reader.iter_data_version_columns, znode_paths, size_hint, _column_length)
+
+    def _iter_data(self, znode_paths: Sequence[str], *, size_hint: int) -> Iterator[list[DataResult]]:
+        """``MultiReader.iter_data`` (a multi-read's results at a time), resumed once after a connection loss."""
+        return _chunks_resumed_once(self.reader.iter_data, znode_paths, size_hint, len)
+
     def _children(self, path: str) -> list[str]:
         try:
             children: list[str] = self._client.get_children(path)
@@ -150,6 +159,25 @@ class StoreBase:
 
 
 _T = TypeVar("_T")
+_C = TypeVar("_C")
+
+
+def _column_length(chunk: VersionColumns) -> int:
+    return len(chunk.datas)
+
+
+def _chunks_resumed_once(
+    read: Callable[..., Iterable[_C]], znode_paths: Sequence[str], size_hint: int, length: Callable[[_C], int]
+) -> Iterator[_C]:
+    """``_resumed_once`` for a read handed over a chunk at a time (``length``: the paths a chunk answers)."""
+    done = 0
+    try:
+        for chunk in read(znode_paths, size_hint=size_hint):
+            done += length(chunk)
+            yield chunk
+    except CONNECTION_DROPPED:
+        logger.info("connection lost during a bulk read of %d znodes; retrying once", len(znode_paths) - done)
+        yield from read(znode_paths[done:], size_hint=size_hint)
 
 
 def _resumed_once(read: Callable[..., Iterable[_T]], znode_paths: Sequence[str], size_hint: int) -> Iterator[_T]:
