@@ -499,15 +499,20 @@ def storm_profile(
         "recovery": chain(spans, batches, up[1], up[2], up[0]),
         # The mirror thread's timeline (ms from the broker kill): batch commits, then its turns as
         # [start, duration, CPU, what, queue sizes: watch, refresh, changed, later, pending, sweep,
-        # in flight, events].
+        # in flight, events, changed again].
         "commits_ms": [round(c - down[0], 1) for c in down[1] + up[1]],
         "turns": [[round(t[0] - down[0], 1), round(t[1], 2), round(t[2], 2), *t[3:]] for t in raw.get("turns", [])],
+        # The cyclic collector's passes during the storm, per generation: [passes, ms, objects freed].
+        "gc": raw.get("gc", {}),
+        # The mirror thread blocked on ZooKeeper's answers to its state reads: [waits, ms].
+        "read_wait": raw.get("read_wait", []),
     }
     out.write_text(json.dumps(report, indent=2))
     profile = raw["profile"]
     print(f"bench_live: storm profile ({profile['seconds']} s, {profile['process_cpu_s']} s CPU) -> {out}")
     for name, thread in profile["threads"].items():
         print(f"  {name}: {thread['cpu_s']} s; self: {thread['self_ms'][:4]}")
+    print(f"  gc passes per generation [passes, ms, freed]: {report['gc']}; read waits [n, ms]: {report['read_wait']}")
     for phase in ("failover", "recovery"):
         print(f"  {phase}: {json.dumps(report[phase])}", flush=True)
 

@@ -152,6 +152,11 @@ class SpanRecorder:
         self.flushes: list[dict[str, Any]] = []
         # The mirror thread's turns: [start ms, duration ms, its CPU ms, what, queue sizes before it].
         self.turns: list[list[Any]] = []
+        # Cyclic GC passes during the profile, per generation: [passes, ms, objects collected].
+        self.gc: dict[int, list[float]] = {}
+        # The mirror thread waiting for ZooKeeper's answers to its state reads: [waits, ms].
+        self.read_wait = [0, 0.0]
+        self._gc_started = 0.0
         self._lock = threading.Lock()
 
     def note(self, step: str, members: Iterable[str]) -> None:
@@ -163,10 +168,25 @@ class SpanRecorder:
             for m in members:
                 by_member[m].append(now)
 
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` hook: the collector's passes show apart from the code they interrupt."""
+        if not self.active:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        passes = self.gc.setdefault(info["generation"], [0, 0.0, 0])
+        passes[0] += 1
+        passes[1] += (time.perf_counter() - self._gc_started) * 1000.0
+        passes[2] += info["collected"]
+
     def install(self) -> None:
         """Wrap the mirror's steps (imported here: Django is set up by ``manage.py`` first)."""
+        import gc
+
+        gc.callbacks.append(self.on_gc)
         from dashboard.clusters import layout
-        from workers.mirror import flushing, mirror, reads, snapshot, state
+        from workers.mirror import flushing, mirror, reads, snapshot, state, zksource
 
         recorder = self
 
@@ -200,6 +220,24 @@ class SpanRecorder:
             recorder.note("rederived", members)
 
         wrap(reads.StateReads, "_on_state_watch", on_watch)
+
+        original_submit = zksource.submit_states
+
+        def submit_states(reader: Any, partitions: Any) -> Callable[[], Any]:
+            receive = original_submit(reader, partitions)
+
+            def timed_receive() -> Any:
+                started = time.perf_counter()
+                try:
+                    return receive()
+                finally:
+                    if recorder.active:
+                        recorder.read_wait[0] += 1
+                        recorder.read_wait[1] += (time.perf_counter() - started) * 1000.0
+
+            return timed_receive
+
+        zksource.submit_states = submit_states  # reads.py looks it up on the module at each call
         wrap(reads.StateReads, "_apply_read", on_read)
         # refresh consumes an iterable: note a copy, then pass the same list on.
         original_refresh = state.MirrorState.refresh
@@ -260,6 +298,7 @@ class SpanRecorder:
                     len(self._sweep),
                     len(self._reads_in_flight),
                     self.events.qsize(),
+                    len(self._refired_reads),
                 ]
                 started = time.time() * 1000.0
                 cpu = time.thread_time()
@@ -273,7 +312,8 @@ class SpanRecorder:
 
             setattr(mirror.Mirror, name, turn)
 
-        # Queue sizes: watch, refresh, changed reads, refresh later, pending reads, sweep, in flight, events.
+        # Queue sizes: watch, refresh, changed reads, refresh later, pending reads, sweep, in flight, events,
+        # changed again (read first).
         for name in ("_sweep_some", "flush", "_handle"):
             timed(name)
         del flushing  # imported so that the flush path is loaded before the wrappers are used
@@ -284,6 +324,8 @@ class SpanRecorder:
                 "spans": {step: dict(by_member) for step, by_member in self.spans.items()},
                 "flushes": list(self.flushes),
                 "turns": list(self.turns),
+                "read_wait": [self.read_wait[0], round(self.read_wait[1], 1)],
+                "gc": {str(gen): [n, round(ms, 1), collected] for gen, (n, ms, collected) in sorted(self.gc.items())},
             }
 
 

@@ -7,7 +7,7 @@ only by the periodic sweep (15 s by default; an hour here, so only the watch can
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -157,6 +157,92 @@ def test_after_a_broker_change_a_fired_watch_is_read_before_replica_only_rows(
         assert mirror.state.partitions["orders/000000"].state == "OnlinePartition"
         assert not mirror._refresh_later
         assert mirror.state.partitions["orders/000002"].replica_states[1] == "OfflineReplica"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_work_that_can_wait_adds_no_rows_to_a_full_flush(zk_chroot: str, rds: redis.Redis, zk: KazooClient) -> None:
+    """Driven by hand: once the next flush holds ``background_flush_rows`` rows, the replica-only
+    re-derivations wait for it to be taken (a flush is written whole: at 100,000 partitions 32,000 of
+    them made one 18,000-row flush the recovery's new leaders waited a second behind), and the loop
+    then waits for events instead of spinning; once the flush took the rows, they go on."""
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", sweep_s=3600, followups=(), background_flush_rows=2)
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    try:
+        mirror.full_sync("test")
+        cluster.deregister_broker(1)
+        mirror._load_brokers()
+        mirror._pending_reads.clear()
+        assert set(mirror._refresh_later) == {"orders/000002"}  # a follower on broker 1
+        mirror._sweep_some()  # the two rows broker 1 led, re-derived: the next flush holds two rows
+        assert mirror.state.unflushed_rows == 2
+        assert mirror._queued_work() and not mirror._background_work()
+        mirror._sweep_some()
+        assert set(mirror._refresh_later) == {"orders/000002"}  # held back
+        mirror.state.take_changes()  # the flush takes them
+        assert mirror._background_work()
+        mirror._sweep_some()
+        assert not mirror._refresh_later
+        assert mirror.state.partitions["orders/000002"].replica_states[1] == "OfflineReplica"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_partition_whose_watch_fires_again_is_read_before_first_fires(
+    zk_chroot: str, rds: redis.Redis, zk: KazooClient
+) -> None:
+    """Driven by hand: orders-0's failover write (leaderless) is read, then orders-3's failover write
+    and orders-0's recovery (broker 2 leads) fire; orders-0's second change is read first. (Reads
+    first fired, first read, a recovery waited behind the failover's 20,000 confirmations.)"""
+    import contextlib
+    import queue
+
+    from workers.mirror.events import StateChanged
+
+    cluster = small_cluster(zk)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    config = MirrorConfig(CLUSTER, mode="observed", sweep_s=3600, followups=())
+    mirror = Mirror(config, client, rds, RecordingPublisher())
+    first, second = TopicPartition("orders", 0), TopicPartition("orders", 3)
+
+    def handle_fires(until: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 5.0
+        while not until() and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                event = mirror.events.get(timeout=0.2)
+                if isinstance(event, StateChanged):
+                    mirror._handle(event)
+        assert until(), "a watch never fired"
+
+    try:
+        mirror.full_sync("test")
+        cluster.deregister_broker(1)
+        mirror._load_brokers()
+        mirror._pending_reads.clear()
+        mirror._refresh_later.clear()
+        mirror._sweep_some()  # both watched
+        assert mirror._state_watches == {first, second}
+        cluster.write_states({first: (-1, 1, [1])}, 3)
+        handle_fires(lambda: first in mirror._changed_reads)
+        mirror._sweep_some()  # sent
+        mirror._sweep_some()  # applied, its watch armed again
+        assert not mirror._reads_in_flight and first in mirror._state_watches
+        cluster.write_states({second: (-1, 1, [1])}, 3)
+        handle_fires(lambda: second in mirror._changed_reads)
+        cluster.write_states({first: (2, 2, [2])}, 3)
+        handle_fires(lambda: first in mirror._refired_reads)
+        mirror._sweep_some()
+        assert [tp for tp, *_ in mirror._reads_in_flight] == [[first]]
+        assert list(mirror._changed_reads) == [second]
+        mirror._sweep_some()  # sent the other, applied this one
+        assert mirror.state.partitions["orders/000000"].leader == 2
+        assert first not in mirror._fired  # led again: its next fire is a first one
     finally:
         client.stop()
         client.close()

@@ -22,6 +22,10 @@ class MirrorConfig:
     # wait (replica-only re-derivations, follow-up reads, the sweep) goes in chunks this small, so
     # a fired watch's read waits for at most one of them (~50 ms, not ~200 ms).
     background_chunk: int = 500
+    # That work (and the sweep) stops adding rows to the next flush once it holds this many: a
+    # flush is written whole before the next is taken, so a storm's urgent rows wait for at most a
+    # flush this size (``reads.StateReads._background_room``).
+    background_flush_rows: int = 4_000
     gc_interval_s: float = 300.0
     # Re-reads after a broker or controller change (seconds after it). Observed clusters have no
     # stream, so they look often; a managed cluster's controller reports its elections itself.
@@ -40,6 +44,8 @@ class MirrorConfig:
     def __post_init__(self) -> None:
         if self.mode not in (MANAGED, OBSERVED):
             raise ValueError(f"mode must be {MANAGED!r} or {OBSERVED!r}, not {self.mode!r}")
+        if self.background_flush_rows < 1:
+            raise ValueError(f"background_flush_rows={self.background_flush_rows} must be at least 1")
         if not 0.05 <= self.window_s <= 1.0:
             raise ValueError(f"window_s={self.window_s} outside 0.05..1.0 s")
 

@@ -140,6 +140,7 @@ class Mirror(StateReads, StatusAndFlush):
         self._next_heartbeat = 0.0
         self._next_sweep = 0.0
         self._idle_gc = gc_policy.IdleCollector(config.gc_interval_s)
+        self._storm_gc = gc_policy.StormPause()
         self._watched: set[str] = set()
         self._watched_at = 0.0
         # Observed mode: partitions whose state znode carries our one-shot watch right now, and
@@ -147,6 +148,10 @@ class Mirror(StateReads, StatusAndFlush):
         # while a broker change's follow-up reads of 10,000 partitions mostly confirm).
         self._state_watches: set[TopicPartition] = set()
         self._changed_reads: dict[TopicPartition, None] = {}
+        # Those whose watch fired again after their read (read first: ``reads._state_changed``), and
+        # the watched partitions whose watch fired at least once (until they have a live leader).
+        self._refired_reads: dict[TopicPartition, None] = {}
+        self._fired: set[TopicPartition] = set()
         self._watch_queue: dict[TopicPartition, None] = {}
         # The zxid the queued watches are armed relative to: seen before the broker change that
         # queued them was read, so a state written since (before the watch is armed) fires at once.
@@ -177,6 +182,7 @@ class Mirror(StateReads, StatusAndFlush):
         try:
             self._loop()
         finally:
+            self._storm_gc.release()
             self.flusher.stop()
         logger.info("mirror of %s stopped", self.cluster)
 
@@ -229,8 +235,11 @@ class Mirror(StateReads, StatusAndFlush):
         self._note_change()
         if self._flush_due():
             self.flush()
-        if self.clock() >= self._next_heartbeat:
+        now = self.clock()
+        if now >= self._next_heartbeat:
             self.heartbeat()
+        busy = self._first_change_at is not None or self.flusher.flushing or self._queued_work()
+        self._storm_gc.update(now, busy)
 
     def _note_change(self) -> None:
         if self._first_change_at is None and self.state.has_changes:
@@ -278,8 +287,7 @@ class Mirror(StateReads, StatusAndFlush):
             case AdminChanged():
                 self._load_admin()
             case StateChanged(tp=tp):
-                self._state_watches.discard(tp)
-                self._changed_reads[tp] = None
+                self._state_changed(tp)
             case StreamRecords():
                 self._apply_stream(event)
 
@@ -322,7 +330,9 @@ class Mirror(StateReads, StatusAndFlush):
         for broker in changed:
             affected |= self.state.hosting.get(broker, set())
         if self.config.mode == OBSERVED:
-            tps = {m: member_tp(m) for m in affected}
+            # Partitions from their rows, not by parsing 50,000 member names (3-4 us each: most of
+            # this handler's time, and the failover's first re-derivation waits for it).
+            tps = {m: TopicPartition(row.topic, row.partition) for m in affected if (row := rows.get(m)) is not None}
             partitions = list(tps.values())
             # Watch the ones left without a live leader first, before the queued reads get to them
             # (50,000 reads take seconds at 100,000 partitions): the controller's next write to one
@@ -423,6 +433,8 @@ class Mirror(StateReads, StatusAndFlush):
         self._confirm.clear()
         self._state_watches.clear()  # watches still set only cause a harmless extra read
         self._changed_reads.clear()
+        self._refired_reads.clear()
+        self._fired.clear()
         self._watch_queue.clear()
         self._reads_in_flight.clear()  # answers of the old session or tree: not applied
         state = MirrorState(self.cluster, self.config.mode, self.config.default_min_isr)

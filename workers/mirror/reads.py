@@ -67,6 +67,8 @@ class StateReads:
     _refresh_later: dict[str, None]
     _state_watches: set[TopicPartition]
     _changed_reads: dict[TopicPartition, None]
+    _refired_reads: dict[TopicPartition, None]
+    _fired: set[TopicPartition]
     _watch_queue: dict[TopicPartition, None]
     _watch_since: int
     # Reads sent and not applied yet, oldest first: (partitions, their members, zxid seen before,
@@ -163,6 +165,7 @@ class StateReads:
         if members is None:
             member = layout.member
             members = [member(tp.topic, tp.partition) for tp in partitions]
+        fired = self._fired
         for tp, m in zip(partitions, members, strict=True):
             if room <= 0:
                 break
@@ -170,6 +173,7 @@ class StateReads:
             if row is None or (row.leader >= 0 and row.leader in brokers):
                 # Led again: no longer wanted (a watch still armed for it costs one extra read).
                 watches.discard(tp)
+                fired.discard(tp)
                 continue
             if tp in watches:
                 continue
@@ -181,6 +185,27 @@ class StateReads:
                 absent.append((state_path(tp), callback))
         if existing or absent:
             set_node_watches(self.zk, since, existing, absent)
+
+    def _state_changed(self, tp: TopicPartition) -> None:
+        """A watched state znode changed: queue its read, ahead of the others if it changed before.
+
+        Why two queues: a row whose watch fires a second time was read since its first change and
+        is still without a live leader (its watch is re-armed only then), so this change is news, most
+        likely the leader the page waits for. In a failover written leaderless and recovered by a
+        second write (an unclean or late election), the recovery's reads queued behind the
+        failover's 20,000 first fires, which only confirm what the broker's deregistration already
+        showed: 1.1 s at load 4.5 (``bench_live --profile-storm``). A row whose first change is
+        still queued needs no second read: its one read, when it comes, returns the newest state.
+        A storm of single writes (the usual failover: leaders elected at once) never fires twice,
+        and is read first fired, first read as before.
+        """
+        self._state_watches.discard(tp)
+        if tp in self._fired:
+            self._changed_reads.pop(tp, None)
+            self._refired_reads[tp] = None
+        else:
+            self._fired.add(tp)
+            self._changed_reads[tp] = None
 
     @inline_watch  # only enqueues: run on kazoo's connection thread, not through its callback thread
     def _on_state_watch(self, event: WatchedEvent) -> None:
@@ -214,17 +239,37 @@ class StateReads:
             if not self._need_resync:
                 action()
 
-    def _background_work(self) -> bool:
-        """Whether ``_sweep_some`` has something to do now (the loop then does not wait for events)."""
+    def _queued_work(self) -> bool:
+        """Whether any read or re-derivation is queued (held back by ``_background_room`` or not)."""
         return bool(
             self._refresh_queue
             or self._watch_queue
             or self._changed_reads
+            or self._refired_reads
             or self._refresh_later
             or self._pending_reads
             or self._sweep
             or self._reads_in_flight
         )
+
+    def _background_work(self) -> bool:
+        """Whether ``_sweep_some`` has something to do now (the loop then does not wait for events)."""
+        if self._refresh_queue or self._watch_queue or self._changed_reads or self._refired_reads:
+            return True
+        if self._reads_in_flight:
+            return True
+        return bool(self._refresh_later or self._pending_reads or self._sweep) and self._background_room()
+
+    def _background_room(self) -> bool:
+        """Whether the work that can wait may add rows to the next flush now.
+
+        Why: a flush is written whole before the next one is taken. Unbounded, the 32,000 replica-only
+        re-derivations of a 20,000-leader failover (4 ms a turn of 500) went into one 18,000-row
+        flush that kept the writer busy for a second at load 5, and the recovery's new leaders,
+        read meanwhile, waited behind it (``bench_live --profile-storm``: row applied to flush taken
+        0.6-1.0 s). Held to ``background_flush_rows`` per flush, they wait at most for one small one.
+        """
+        return self.state.unflushed_rows < self.config.background_flush_rows
 
     def _sweep_some(self) -> None:
         """One chunk of background work, most urgent first.
@@ -236,7 +281,8 @@ class StateReads:
            except those whose watch fired: their read (3) replaces the re-derivation.
         3. Read the watched partitions whose state znode changed: they carry what the page waits
            for (a new leader), and read soon, a partition written twice in a storm (leaderless,
-           then led) is read once.
+           then led) is read once. Those that changed again since their last read first
+           (``_state_changed``).
         4. Re-derive the rows that only host a replica on the broker (replica states).
         5. Queued re-reads (follow-ups, confirmations), then the periodic sweep.
 
@@ -266,13 +312,16 @@ class StateReads:
         if self._refresh_queue and not yield_to_stream:
             self._refresh_chunk(self._refresh_queue, self.config.refresh_chunk)
             return
-        if self._changed_reads:
-            changed = self._changed_reads
+        if self._refired_reads or self._changed_reads:
+            changed = self._refired_reads or self._changed_reads
             chunk = list(itertools.islice(changed, self.config.sweep_chunk))
             for tp in chunk:
                 del changed[tp]
                 self._pending_reads.pop(tp, None)
             self._read_overlapped(chunk)
+            return
+        if not self._background_room():
+            self._apply_reads(keep=0)
             return
         # Watches armed: one may fire any moment, and its read should not wait behind a big chunk.
         small = self.config.background_chunk if self._state_watches else self.config.sweep_chunk
@@ -300,7 +349,7 @@ class StateReads:
         """Whether ``_sweep_some``'s next chunk is a read (not a watch arming or a re-derivation)."""
         if self._watch_queue or (self._refresh_queue and not yield_to_stream):
             return False
-        if self._changed_reads:
+        if self._changed_reads or self._refired_reads:
             return True
         if self._refresh_later and not yield_to_stream:
             return False
@@ -310,14 +359,15 @@ class StateReads:
         members = list(itertools.islice(queue_, size))
         for m in members:
             del queue_[m]
-        changed = self._changed_reads
-        if changed:
+        changed, refired = self._changed_reads, self._refired_reads
+        if changed or refired:
             # Their state znode changed since the broker change: the read queued for each re-derives
             # it with what the controller wrote, so re-deriving it now would be done twice.
             rows = self.state.partitions
             members = [
                 m
                 for m in members
-                if (row := rows.get(m)) is None or TopicPartition(row.topic, row.partition) not in changed
+                if (row := rows.get(m)) is None
+                or ((tp := TopicPartition(row.topic, row.partition)) not in changed and tp not in refired)
             ]
         self.state.refresh(members)

@@ -123,6 +123,11 @@ class MirrorState(StateUpdates):
             or not self._changes.is_empty
         )
 
+    @property
+    def unflushed_rows(self) -> int:
+        """Rows changed since the last ``take_changes`` (what the next flush will write)."""
+        return len(self._dirty_rows)
+
     def take_changes(self) -> ChangeSet:
         """Hand over everything changed since the last call, coalesced, and start afresh."""
         ch = self._changes
