@@ -379,10 +379,16 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
     assert run_row.progress == 1.0 and run_row.duration_s and run_row.finished_at and run_row.records
     assert (tmp_path / "compacted" / f"cluster={CLUSTER}" / "date=2024-03-01" / "_SUCCESS").is_file()
     from_parquet = load.run_directory(pipeline.output_dir, D1, D2)
+    # Every table: the compacted days (sorted by kind) give what the JSON gives.
     for name in (
         "unavailability_intervals",
+        "partition_daily",
+        "broker_daily",
         "topic_daily",
+        "elections_daily",
+        "unclean_elections",
         "leader_counts",
+        "leader_skew",
         "failovers",
         "reassignments",
         "reassignment_actions",

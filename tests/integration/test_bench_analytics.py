@@ -41,4 +41,6 @@ def test_the_quick_benchmark_reports_each_figure(
     assert 0 < figures["incremental_small_records"] == figures["small_records_in_window"]
     assert figures["incremental_small_engine"] == "python"  # tiny: no Spark
     assert figures["incremental_day_engine"] in ("python", "spark")
+    # By server CPU too when the benchmark started the server (here it did not: no CPU figures).
+    assert figures["full_cpu_ratio"] is None and figures["full_json_cpu_ratio"] is None
     assert set(figures["meets_targets"]) == {"incremental_small_s", "incremental_day_s", "full_s", "full_ratio"}

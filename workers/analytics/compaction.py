@@ -14,6 +14,9 @@ Guarantees:
 * A day is redone when its JSON file is newer than the marker (a late append or a restored file).
 * The Parquet keeps exactly the fields of ``records.RECORD_SCHEMA``: what the job reads. The JSON
   files stay the complete record; nothing here deletes them.
+* Rows are sorted by kind, then time (:data:`SORT_ORDER`; the job orders records itself and never
+  relies on file order): each kind's fields are then null in long runs, which Parquet encodes and
+  decodes as runs instead of value by value.
 
 Usage::
 
@@ -48,6 +51,12 @@ class CompactionResult:
     @property
     def days(self) -> int:
         return sum(len(days) for days in self.compacted.values())
+
+
+#: The order of a compacted day's rows (see the module docstring). The 30-day, 10-million-record
+#: history, one warm server, shared machine at load ~4: reading and projecting every day
+#: (``prepare_events`` into a noop sink) 17.8 -> 8.7 server CPU-s; the full recompute 103 -> 93-98.
+SORT_ORDER = ("kind", "ts")
 
 
 def day_directory(compacted_dir: Path, cluster: str, day: date) -> Path:
@@ -114,9 +123,8 @@ def compact(
             target = day_directory(compacted_dir, cluster, day)
             # One day per write: its _SUCCESS marker then says exactly that this day is complete.
             assert session is not None
-            session.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(str(path)).write.mode(
-                "overwrite"
-            ).parquet(str(target))
+            records = session.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(str(path))
+            records.sortWithinPartitions(*SORT_ORDER).write.mode("overwrite").parquet(str(target))
             result.compacted.setdefault(cluster, []).append(day.isoformat())
             message = f"compacted {cluster} {day.isoformat()}"
             logger.info(message)

@@ -425,28 +425,32 @@ def with_estimated_starts(intervals: DataFrame, losses: DataFrame, carried: Data
         intervals = intervals.join(known, [*PARTITION_KEYS, "start_ms"], "left")
     else:
         intervals = intervals.withColumn("carried_ms", F.lit(None).cast("double"))
-    i, loss = intervals.alias("i"), losses.alias("l")
+    # The losses are few (one per dead broker): each broker's, as one array, go to every task, and
+    # each interval picks its latest match from its cause broker's array. No shuffle of the intervals
+    # (grouping the joined pairs back into intervals cost a shuffle of every interval's columns).
+    per_broker = losses.groupBy("cluster", "broker").agg(
+        F.collect_list(F.struct("detected_ms", "lost_ms")).alias("losses")
+    )
+    i, loss = intervals.alias("i"), per_broker.alias("l")
     matched = i.join(
         F.broadcast(loss),
-        (F.col("i.cluster") == F.col("l.cluster"))
-        & (F.col("i.cause_broker") == F.col("l.broker"))
-        & (F.col("l.detected_ms") <= F.col("i.start_ms"))
-        & (F.col("i.start_ms") - F.col("l.detected_ms") <= F.lit(LOSS_MATCH_MS)),
+        (F.col("i.cluster") == F.col("l.cluster")) & (F.col("i.cause_broker") == F.col("l.broker")),
         "left",
     )
-    keys = [F.col(f"i.{c}") for c in intervals.columns]
-    estimated = (
-        matched.groupBy(*keys)
-        .agg(F.max_by(F.col("l.lost_ms"), F.col("l.detected_ms")).alias("lost_ms"))
-        .select(
-            *intervals.columns,
-            # least() skips nulls: without a loss there is no estimate, not the detected start.
-            F.coalesce(
-                F.col("carried_ms"),
-                F.when(F.col("lost_ms").isNotNull(), F.least(F.col("lost_ms"), F.col("start_ms"))),
-            ).alias("estimated_start_ms"),
-        )
-        .drop("carried_ms")
+    detected = F.col("i.start_ms")
+    candidates = F.filter(
+        F.col("l.losses"),
+        lambda lost: (lost["detected_ms"] <= detected) & (detected - lost["detected_ms"] <= F.lit(LOSS_MATCH_MS)),
+    )
+    # The latest detection wins (structs compare field by field: detected_ms first).
+    lost_ms = F.array_max(candidates)["lost_ms"]
+    estimated = matched.select(
+        *[F.col(f"i.{c}") for c in intervals.columns if c != "carried_ms"],
+        # least() skips nulls: without a loss there is no estimate, not the detected start.
+        F.coalesce(
+            F.col("i.carried_ms"),
+            F.when(lost_ms.isNotNull(), F.least(lost_ms, F.col("i.start_ms"))),
+        ).alias("estimated_start_ms"),
     )
     start = F.coalesce(F.col("estimated_start_ms"), F.col("start_ms"))
     return estimated.select("*", start.alias("outage_start_ms"), (F.col("end_ms") - start).alias("outage_ms"))
