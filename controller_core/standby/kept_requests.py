@@ -31,7 +31,7 @@ builds those partitions as usual. No I/O and no locking: the owner (``WarmContex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TypeVar
 
 from controller_core.context import ControllerContext
@@ -102,12 +102,7 @@ class KeptRequests:
             online: tuple[int, ...] = ()
             if info is not None and assignment is not None and tp in assigned.get(tp.topic, ()):
                 replicas = assignment.replicas
-                split = splits.get(replicas)
-                if split is None:
-                    split = splits[replicas] = (
-                        tuple([r for r in replicas if r in live]),
-                        tuple([r for r in replicas if r not in live]),
-                    )
+                split = splits.get(replicas) or _split_by_liveness(splits, replicas, live)
                 online, offline = split
             if online != before and before is not None:
                 self._leave(pid, before)
@@ -165,12 +160,7 @@ class KeptRequests:
             if info is None or assignment is None:
                 continue
             replicas = assignment.replicas
-            split = splits.get(replicas)
-            if split is None:
-                split = splits[replicas] = (
-                    tuple([r for r in replicas if r in live]),
-                    tuple([r for r in replicas if r not in live]),
-                )
+            split = splits.get(replicas) or _split_by_liveness(splits, replicas, live)
             online, offline = split
             if not online:
                 continue
@@ -279,6 +269,20 @@ class KeptRequests:
         holds this object until it is over, through its largest transients (the requests' encodings,
         the state snapshot record)."""
         self.groups, self.update_metadata, self._recipients = {}, {}, []
+
+
+def _split_by_liveness(
+    splits: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]],
+    replicas: tuple[int, ...],
+    live: Collection[int],
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``replicas`` split into (online, offline) by ``live``, remembered in ``splits``: a cluster has few
+    distinct replica lists, so the loops over every partition look a split up and build it once."""
+    split = splits[replicas] = (
+        tuple([r for r in replicas if r in live]),
+        tuple([r for r in replicas if r not in live]),
+    )
+    return split
 
 
 def _sorted(states: dict[int, _V], rank: dict[int, int]) -> dict[int, _V]:
