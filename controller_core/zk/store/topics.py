@@ -69,10 +69,17 @@ class _StatePaths(LazyPaths):
         append = out.append
         for topic, partition in self._partitions[start:stop]:
             prefix = prefixes.get(topic)
-            if prefix is None:  # partitions_path checks the name, as partition_state_path does
-                prefix = prefixes[topic] = full(paths.partitions_path(topic) + "/").encode()
+            if prefix is None:
+                prefix = prefixes[topic] = _partitions_prefix(topic, full)
             append(b"%s%d/state" % (prefix, partition))
         return out
+
+
+def _partitions_prefix(topic: str, full: Callable[[str], str]) -> bytes:
+    """The chrooted ``/brokers/topics/<topic>/partitions/`` of a state znode path, encoded: the part
+    shared by a topic's state paths (``paths.partitions_path`` checks the name, as
+    ``partition_state_path`` does)."""
+    return full(paths.partitions_path(topic) + "/").encode()
 
 
 class TopicZnodes(FencedMultiEngine):
@@ -367,11 +374,8 @@ class TopicZnodes(FencedMultiEngine):
         """The chrooted ``.../partitions/`` prefix of each topic of ``items``, each topic's path checked
         (``paths.partition_state_path`` raises for a bad name) before any multi leaves."""
         server_path = self._server_path
-        prefixes: dict[str, bytes] = {}
-        for topic in set(map(_TOPIC, map(_KEY, items))):  # the topics in C; a path per topic
-            path = server_path(paths.partition_state_path(TopicPartition(topic, 0)))
-            prefixes[topic] = path[: path.rindex("/partitions/") + 12].encode()
-        return prefixes
+        # The topics in C; a path per topic.
+        return {topic: _partitions_prefix(topic, server_path) for topic in set(map(_TOPIC, map(_KEY, items)))}
 
     def _state_sets_fit(self, items: Sequence[tuple[TopicPartition, LeaderAndIsr]], prefixes: dict[str, bytes]) -> bool:
         """True when no state write of ``items`` can be too big for one multi, by an upper bound of its
@@ -390,25 +394,18 @@ class TopicZnodes(FencedMultiEngine):
         self,
         items: Sequence[tuple[TopicPartition, LeaderAndIsr]],
         datas: Sequence[bytes],
-        prefixes: dict[str, bytes] | None = None,
+        prefixes: Mapping[str, bytes],
     ) -> list[bytes]:
         """Each state write as a multi's set op on the wire (``_encode(Op(SET, path, data, zk_version))``,
-        the same bytes), in one pass: the chrooted ``.../partitions/`` prefix is encoded once per topic
-        (checked by ``paths.partition_state_path``; kept in ``prefixes`` across calls when given), not a
-        path string and an ``Op`` per partition."""
-        server_path, pack = self._server_path, INT.pack
+        the same bytes), in one pass: the chrooted ``.../partitions/`` prefix of each topic comes from
+        ``prefixes`` (``_state_set_prefixes``, every name checked before any multi leaves), not a path
+        string and an ``Op`` per partition."""
+        pack = INT.pack
         head = PATH_HEADERS[SET]
-        if prefixes is None:
-            prefixes = {}
         blobs: list[bytes] = []
         append = blobs.append
         for (tp, lai), data in zip(items, datas, strict=True):
-            topic = tp.topic
-            prefix = prefixes.get(topic)
-            if prefix is None:
-                path = server_path(paths.partition_state_path(tp))
-                prefix = prefixes[topic] = path[: path.rindex("/partitions/") + 12].encode()
-            path_bytes = b"%b%d/state" % (prefix, tp.partition)
+            path_bytes = b"%b%d/state" % (prefixes[tp.topic], tp.partition)
             append(b"".join((head, pack(len(path_bytes)), path_bytes, pack(len(data)), data, pack(lai.zk_version))))
         return blobs
 
