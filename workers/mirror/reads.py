@@ -239,26 +239,27 @@ class StateReads:
             if not self._need_resync:
                 action()
 
-    def _queued_work(self) -> bool:
-        """Whether any read or re-derivation is queued (held back by ``_background_room`` or not)."""
+    def _urgent_work(self) -> bool:
+        """Whether a read or re-derivation that is never held back is queued or in flight."""
         return bool(
             self._refresh_queue
             or self._watch_queue
             or self._changed_reads
             or self._refired_reads
-            or self._refresh_later
-            or self._pending_reads
-            or self._sweep
             or self._reads_in_flight
         )
 
+    def _work_that_can_wait(self) -> bool:
+        """Whether follow-up reads, re-reads or the sweep are queued (held back by ``_background_room``)."""
+        return bool(self._refresh_later or self._pending_reads or self._sweep)
+
+    def _queued_work(self) -> bool:
+        """Whether any read or re-derivation is queued (held back by ``_background_room`` or not)."""
+        return self._urgent_work() or self._work_that_can_wait()
+
     def _background_work(self) -> bool:
         """Whether ``_sweep_some`` has something to do now (the loop then does not wait for events)."""
-        if self._refresh_queue or self._watch_queue or self._changed_reads or self._refired_reads:
-            return True
-        if self._reads_in_flight:
-            return True
-        return bool(self._refresh_later or self._pending_reads or self._sweep) and self._background_room()
+        return self._urgent_work() or (self._work_that_can_wait() and self._background_room())
 
     def _background_room(self) -> bool:
         """Whether the work that can wait may add rows to the next flush now.
