@@ -191,6 +191,13 @@ class LeaderAndIsrResponseReceived(ControllerEvent, state=ControllerState.LEADER
     response: Any
 
 
+class StateSnapshotDue(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
+    """Failover number ``failover``'s requests were all answered (or a request timeout passed): time
+    for its state-snapshot record (``Controller._on_state_snapshot_due``)."""
+
+    failover: int
+
+
 class TopicConfigChange(ControllerEvent, state=ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE):
     """A topic's ``/config/topics/<t>`` changed (unclean election may have been enabled)."""
 
