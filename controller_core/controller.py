@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from controller_core import failover_read, malloc_policy, memory_probe
+from controller_core.answer_digest import LeaderAndIsrAnswer
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -91,7 +92,7 @@ from controller_core.model import (
 )
 from controller_core.partition_state_machine import PartitionStateMachine, parse_config_bool
 from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
-from controller_core.protocol.messages import ErrorCode
+from controller_core.protocol.messages import ErrorCode, LeaderAndIsrResponse
 from controller_core.reassignment import ReassignmentManager
 from controller_core.rebalance_catchup import IsrTenure
 from controller_core.record_kinds import RecordKind
@@ -331,8 +332,10 @@ class Controller:
         """Put ``event`` on the event queue (``ReassignmentClient``)."""
         self.events.put(event)
 
-    def _enqueue_response(self, broker_id: int, response: Any) -> None:
-        self.events.put(LeaderAndIsrResponseReceived(broker_id, response))
+    def _enqueue_response(self, broker_id: int, response: LeaderAndIsrResponse) -> None:
+        # Digested here, on the sender thread, so the answer's ~100 bytes a partition go with it
+        # (``controller_core.answer_digest``).
+        self.events.put(LeaderAndIsrResponseReceived(broker_id, LeaderAndIsrAnswer.of(response)))
 
     def _on_stop_replica_response(
         self, broker_id: int, top_level_error: ErrorCode, partition_errors: Mapping[TopicPartition, ErrorCode]
@@ -1320,24 +1323,22 @@ class Controller:
     def _on_leader_and_isr_response_received(self, event: LeaderAndIsrResponseReceived) -> None:
         if not self.is_active:
             return
-        response = event.response
-        if getattr(response, "error_code", 0) != ErrorCode.NONE:
-            logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, response.error_code)
+        answer = event.response
+        if isinstance(answer, LeaderAndIsrResponse):
+            answer = LeaderAndIsrAnswer.of(answer)
+        if answer.error_code != ErrorCode.NONE:
+            logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, answer.error_code)
             return
         # A response lists every partition of the request (100,000 after a failover) and almost
         # always says NONE for all: only storage errors, and partitions that were offline before,
         # need objects. (TopicPartition is a tuple, so a (topic, partition) pair finds it in a set.)
         previous = self.ctx.replicas_on_offline_dirs(event.broker_id)
-        offline: set[TopicPartition] = set()
+        storage_error = ErrorCode.KAFKA_STORAGE_ERROR
+        offline = {TopicPartition(e.topic, e.partition) for e in answer.failed if e.error_code == storage_error}
         online: set[TopicPartition] = set()
-        storage_error, none = ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE
-        for e in response.partition_errors:
-            code = e.error_code
-            if code == none:
-                if previous and (e.topic, e.partition) in previous:
-                    online.add(TopicPartition(e.topic, e.partition))
-            elif code == storage_error:
-                offline.add(TopicPartition(e.topic, e.partition))
+        if previous:
+            for topic, numbers in answer.ok.items():
+                online.update(tp for p in numbers if (tp := TopicPartition(topic, p)) in previous)
         if not previous and not offline:
             return
         current = (previous - online) | offline

@@ -185,7 +185,8 @@ class LogDirEventNotification(ControllerEvent, state=ControllerState.LOG_DIR_CHA
 
 
 class LeaderAndIsrResponseReceived(ControllerEvent, state=ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED):
-    """A broker answered LeaderAndIsr: replicas on its failed log directories go offline."""
+    """A broker answered LeaderAndIsr: replicas on its failed log directories go offline. ``response``:
+    the answer as digested on the sender thread (``answer_digest.LeaderAndIsrAnswer``), or as decoded."""
 
     broker_id: int
     response: Any
