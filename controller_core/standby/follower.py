@@ -14,6 +14,14 @@ While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.
 ~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
 thread needs.
 
+Garbage collection: the view and the kept context are ~130,000 tracked objects at 100,000 partitions
+(more in a controller process), and a storm's allocations set off full collections that scanned them
+all, holding the GIL for 50 to 270 ms each, one or two per 30,000 changes (a follower rig at load 5
+to 7). So a full read or a drain runs with the collector paused, and after one that allocated many
+objects they are collected and frozen (``gc_policy.EventGcPolicy``, the event thread's policy): later
+passes scan only what changed since. A drain gives the collector its turn at least every
+``MAX_DRAIN_S`` (it stops taking new reads until those in flight are applied).
+
 Bounds: ``pending`` holds at most ``max_backlog`` distinct paths; past it the follower drops the
 backlog and reloads everything (a reload costs one full read; an unbounded backlog costs memory
 without bound). Lag: each applied change's ``now - mtime`` (the znode's modification time, written by
@@ -42,6 +50,7 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from controller_core.gc_policy import EventGcPolicy
 from controller_core.model import BrokerRegistration
 from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
 from controller_core.standby.warm_context import WarmContext
@@ -54,6 +63,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BACKLOG = 500_000
 """Distinct pending paths before a reload: a broker failure at 1,000,000 partitions rewrites ~333,000."""
+
+MAX_DRAIN_S = 5.0
+"""The longest one drain keeps the garbage collector paused (a storm that never ends gets passes)."""
 
 
 class Handover(NamedTuple):
@@ -108,6 +120,7 @@ class StandbyFollower:
         self._apply_lock = threading.Lock()  # held while the view changes and while it is copied
         self._tap = PersistentWatchTap(client, FOLLOWED_ROOTS, self._on_event)
         self._buffered_reads = BufferedReads(client)  # many packets per recv: see zk.buffered_reads
+        self._gc = EventGcPolicy()  # the collector paused while reading, then a pass and a freeze
         self._pending: dict[str, float] = {}  # path -> monotonic time first recorded
         self.events_received = 0
         self._taken = 0  # pending entries taken into read batches, cumulative
@@ -356,10 +369,12 @@ class StandbyFollower:
                     return
                 resync = self._resync_needed
             try:
-                if resync:
-                    self._resync()
-                else:
-                    self._drain()
+                with self._gc.around_event():
+                    if resync:
+                        self._resync()
+                    else:
+                        self._drain()
+                self._gc.collect_pending()
             except Exception as exc:
                 with self._cond:
                     if self._stopped:
@@ -431,13 +446,16 @@ class StandbyFollower:
         if view is None:
             return
         in_flight: deque[tuple[dict[str, float], Callable[[], list[Any]]]] = deque()
+        take_until = time.monotonic() + MAX_DRAIN_S
+        first = True
         while True:
             taken: list[dict[str, float]] = []
             with self._cond:
                 if generation != self._generation or self._stopped:
                     return  # what is in flight is dropped; the loop decides what next
                 pending = self._pending
-                while pending and len(in_flight) + len(taken) < self.reads_in_flight:
+                taking, first = first or time.monotonic() < take_until, False
+                while taking and pending and len(in_flight) + len(taken) < self.reads_in_flight:
                     if len(pending) <= self.read_chunk:
                         # Swap the dict, O(1); popping from its front one by one is O(n) each
                         # (a dict skips its deleted slots from the start).
@@ -450,7 +468,7 @@ class StandbyFollower:
                     self._taken += len(chunk)
                     taken.append(chunk)
                 if not taken and not in_flight:
-                    return
+                    return  # nothing pending, or MAX_DRAIN_S passed: the loop calls again after a collection
             for chunk in taken:
                 in_flight.append((chunk, self._reader.submit_data(list(chunk), size_hint=96)))
             chunk, receive = in_flight.popleft()

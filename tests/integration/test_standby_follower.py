@@ -5,6 +5,7 @@ cannot be trusted (connection lost, backlog overflow, paused) instead of serving
 
 from __future__ import annotations
 
+import gc
 import random
 import socket
 import time
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from controller_core.standby import FailoverSource, StandbyFollower
+from controller_core.standby import follower as follower_module
 from controller_core.standby.view import ClusterView
 from controller_core.zk.store import ZkStore
 from scripts.support.zk_changes import KINDS, Change, random_changes
@@ -179,3 +181,48 @@ def test_failover_source_hands_over_only_when_caught_up(follower: StandbyFollowe
     assert again.finish()["path"] == "cold" and again.reason
     follower.resume()
     assert _wait(lambda: follower.is_warm)
+
+
+def test_a_drain_reads_with_the_collector_paused_and_lets_it_run_between_drains(
+    zk_chroot: str, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A drain's time is up at once: it takes one round of small reads only, so a backlog is applied
+    # by several drains (the collector gets its turn between them), each with the collector paused.
+    monkeypatch.setattr(follower_module, "MAX_DRAIN_S", 0.0)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    f = StandbyFollower(client, read_chunk=7, reads_in_flight=2)
+    collector_on: list[bool] = []
+    drains = 0
+    apply_chunk, drain = f._apply_chunk, f._drain
+
+    def counted_drain() -> None:
+        nonlocal drains
+        drains += 1
+        drain()
+
+    def watched_apply(*args: Any) -> bool:
+        collector_on.append(gc.isenabled())
+        return apply_chunk(*args)
+
+    f._drain, f._apply_chunk = counted_drain, watched_apply  # type: ignore[method-assign,assignment]
+    try:
+        f.start()
+        assert _wait(lambda: f.is_warm)
+        with f._apply_lock:  # the backlog piles up
+            for change in random_changes(random.Random(5), 300):
+                change.apply(zk)
+            client.exists("/")  # the follower's own session: every change's event is recorded by now
+            backlog, before = f.status()["standby_backlog"], drains
+        assert f.catch_up(), f.status()
+        assert collector_on and not any(collector_on), "a re-read was applied with the collector running"
+        assert drains - before >= backlog // 14, (drains - before, backlog)
+        view = f.snapshot_for_tests()
+        assert view is not None
+        assert_same(warm_read(view), full_read(ZkStore(zk)))
+        assert_context_is_a_cold_load(f, zk)
+        assert _wait(gc.isenabled), "the collector stayed paused after the follower went idle"
+    finally:
+        f.stop()
+        client.stop()
+        client.close()
