@@ -8,7 +8,8 @@ How it follows ZooKeeper, on the candidate's own session (the one its election r
 2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
 3. the follower thread re-reads what is pending as a stream of multi-reads (several in flight, each
    sent with the oldest pending paths as soon as there is room) and applies each as it comes back,
-   to the view and then to the controller context kept from it (``standby.warm_context``).
+   to the view and then to the controller context kept from it (``standby.warm_context``); once
+   nothing is pending, the kept start-up requests of what changed are refreshed (``settle``).
 
 While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.buffered_reads``):
 ~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
@@ -468,7 +469,7 @@ class StandbyFollower:
                     self._taken += len(chunk)
                     taken.append(chunk)
                 if not taken and not in_flight:
-                    return  # nothing pending, or MAX_DRAIN_S passed: the loop calls again after a collection
+                    break  # nothing pending, or MAX_DRAIN_S passed: the loop calls again after a collection
             for chunk in taken:
                 in_flight.append((chunk, self._reader.submit_data(list(chunk), size_hint=96)))
             chunk, receive = in_flight.popleft()
@@ -484,6 +485,10 @@ class StandbyFollower:
                 if not self._pending and not in_flight:
                     self._mark_warm_locked(zxid)
                 self._cond.notify_all()
+        # Caught up (or MAX_DRAIN_S passed): the kept requests of what this drain changed, once each.
+        with self._apply_lock:
+            if generation == self._generation and self._view is view and self._context is not None:
+                self._context.settle()
 
     def _apply_chunk(self, view: ClusterView, received: dict[str, float], results: list[Any], generation: int) -> bool:
         """Apply one read's results (``received``: path -> when its event was recorded); False when
