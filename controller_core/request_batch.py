@@ -482,6 +482,7 @@ class ControllerBrokerRequestBatch:
         registered = ctx.live_or_shutting_down_broker_ids
         sent: dict[int, int] = {}
         live_leaders: dict[int, LiveLeader] = {}
+        of_parts: dict[int, tuple[set[int], tuple[str, ...]]] = {}
         for broker_id in sorted(self._leader_and_isr):
             if broker_id not in registered:
                 continue
@@ -491,17 +492,19 @@ class ControllerBrokerRequestBatch:
             if parts and len(pending) >= len(parts) * _MIN_PART:
                 states = PartedList(pending.values())  # the concatenation of ``parts``, by construction
                 states.parts = parts
+                leader_ids, topics = _leaders_and_topics_of_parts(parts, of_parts)
             else:
                 states = list(pending.values())
+                leader_ids, topics = set(map(_LEADER, states)), set(map(_TOPIC, states))
             leaders: list[LiveLeader] = []
-            for leader_id in sorted(set(map(_LEADER, states))):
+            for leader_id in sorted(leader_ids):
                 if leader_id in registered:
                     leader = live_leaders.get(leader_id)
                     if leader is None:
                         leader = live_leaders[leader_id] = self._live_leader(leader_id)
                     leaders.append(leader)
             request = LeaderAndIsrRequest(
-                *self._header(broker_id, controller_epoch), states, leaders, self._topic_ids(set(map(_TOPIC, states)))
+                *self._header(broker_id, controller_epoch), states, leaders, self._topic_ids(topics)
             )
             self._send(broker_id, request, self.on_leader_and_isr_response, LeaderAndIsrResponse)
             sent[broker_id] = len(states)
@@ -755,3 +758,24 @@ def _deliver_stop_replica(
         errors = dict.fromkeys(deleting, decoded.error_code)
     if errors:
         handler(broker_id, decoded.error_code, errors)
+
+
+def _leaders_and_topics_of_parts(
+    parts: list[SharedList[LeaderAndIsrPartitionState]], seen: dict[int, tuple[set[int], tuple[str, ...]]]
+) -> tuple[set[int], set[str]]:
+    """The leaders and the topics of the states of a ``PartedList`` made of ``parts``, each part's
+    looked at once for every broker whose request holds it (``seen``, by part): a takeover's parts
+    go to each of their replicas, and a loop over every broker's states was a third of its replica
+    state machine start-up. The topics are the set ``set(map(_TOPIC, states))`` would build, added
+    in the same order (each part's distinct topics in order, the parts in order) and one by one (a
+    set updated from a dict or a set is resized ahead to another size: another iteration order), so
+    the request's ``topic_ids`` come out in the same order, byte for byte."""
+    leaders: set[int] = set()
+    topics: set[str] = set()
+    for part in parts:
+        known = seen.get(id(part))
+        if known is None:
+            known = seen[id(part)] = (set(map(_LEADER, part)), tuple(dict.fromkeys(map(_TOPIC, part))))
+        leaders |= known[0]
+        topics.update(known[1])
+    return leaders, topics
