@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import random
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from kazoo.client import KazooClient
 from controller_core.standby import FailoverSource, StandbyFollower
 from controller_core.standby import follower as follower_module
 from controller_core.standby.view import ClusterView
+from controller_core.zk.multiread import SubmittedRead
 from controller_core.zk.store import ZkStore
 from scripts.support.zk_changes import KINDS, Change, random_changes
 from tests.support.contexts import cold_loaded_context, context_fields
@@ -230,3 +232,45 @@ def test_a_drain_reads_with_the_collector_paused_and_lets_it_run_between_drains(
         f.stop()
         client.stop()
         client.close()
+
+
+def test_changes_recorded_while_a_read_is_out_are_sent_before_it_is_in(
+    follower: StandbyFollower, zk: KazooClient
+) -> None:
+    # The first re-read stays "out" (not ready) until released: what changes meanwhile is read too.
+    released = threading.Event()
+    sent: list[int] = []
+    submit = follower._reader.submit_data
+
+    def held_submit(paths: Any, *, size_hint: int = 256) -> SubmittedRead:
+        read = submit(paths, size_hint=size_hint)
+        sent.append(len(paths))
+        if len(sent) > 1:
+            return read
+
+        class Held(SubmittedRead):
+            def ready(self) -> bool:
+                return released.is_set() and read.ready()
+
+            def __call__(self) -> Any:
+                released.wait(30)
+                return read()
+
+        return Held(read, None)
+
+    follower._reader.submit_data = held_submit  # type: ignore[method-assign]
+    applied = follower.changes_applied
+    zk.ensure_path("/brokers/ids")
+    zk.create("/brokers/ids/500", b"{}")
+    assert _wait(lambda: len(sent) >= 1)
+    first = len(sent)
+    for i in range(3):
+        zk.create(f"/brokers/ids/{501 + i}", b"{}")
+    assert _wait(lambda: len(sent) > first, 5), "nothing was sent while the first read was out"
+    assert follower.changes_applied == applied  # the first read is not in: nothing applied yet
+    released.set()
+    assert follower.catch_up(), follower.status()
+    view = follower.snapshot_for_tests()
+    assert view is not None
+    assert_same(warm_read(view), full_read(ZkStore(zk)))
+    assert_context_is_a_cold_load(follower, zk)
