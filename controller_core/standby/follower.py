@@ -8,11 +8,20 @@ How it follows ZooKeeper, on the candidate's own session (the one its election r
 2. a full read (multi-reads) builds a ``ClusterView``; changes made during that read are pending;
 3. the follower thread re-reads what is pending as a stream of multi-reads (several in flight, each
    sent with the oldest pending paths as soon as there is room) and applies each as it comes back,
-   to the view and then to the controller context kept from it (``standby.warm_context``).
+   to the view and then to the controller context kept from it (``standby.warm_context``); once
+   nothing is pending, the kept start-up requests of what changed are refreshed (``settle``).
 
 While a follower runs, kazoo's connection reads many packets per ``recv`` (``zk.buffered_reads``):
 ~60,000 events in a second or two otherwise cost its thread seconds of CPU, under the GIL this
 thread needs.
+
+Garbage collection: the view and the kept context are ~130,000 tracked objects at 100,000 partitions
+(more in a controller process), and a storm's allocations set off full collections that scanned them
+all, holding the GIL for 50 to 270 ms each, one or two per 30,000 changes (a follower rig at load 5
+to 7). So a full read or a drain runs with the collector paused, and after one that allocated many
+objects they are collected and frozen (``gc_policy.EventGcPolicy``, the event thread's policy): later
+passes scan only what changed since. A drain gives the collector its turn at least every
+``MAX_DRAIN_S`` (it stops taking new reads until those in flight are applied).
 
 Bounds: ``pending`` holds at most ``max_backlog`` distinct paths; past it the follower drops the
 backlog and reloads everything (a reload costs one full read; an unbounded backlog costs memory
@@ -42,18 +51,25 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from controller_core.gc_policy import EventGcPolicy
 from controller_core.model import BrokerRegistration
 from controller_core.standby.view import FOLLOWED_ROOTS, ClusterView, Kind, Target, classify, full_read_paths
 from controller_core.standby.warm_context import WarmContext
 from controller_core.zk import paths
 from controller_core.zk.buffered_reads import BufferedReads
-from controller_core.zk.multiread import MultiReader
+from controller_core.zk.multiread import MultiReader, SubmittedRead
 from controller_core.zk.persistent_watch import PersistentWatchTap, add_watch_async, remove_watches_async
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BACKLOG = 500_000
 """Distinct pending paths before a reload: a broker failure at 1,000,000 partitions rewrites ~333,000."""
+
+SEND_EVERY_S = 0.02
+"""While the oldest re-read is out, how often what was recorded meanwhile is sent (in one read)."""
+
+MAX_DRAIN_S = 5.0
+"""The longest one drain keeps the garbage collector paused (a storm that never ends gets passes)."""
 
 
 class Handover(NamedTuple):
@@ -108,6 +124,7 @@ class StandbyFollower:
         self._apply_lock = threading.Lock()  # held while the view changes and while it is copied
         self._tap = PersistentWatchTap(client, FOLLOWED_ROOTS, self._on_event)
         self._buffered_reads = BufferedReads(client)  # many packets per recv: see zk.buffered_reads
+        self._gc = EventGcPolicy()  # the collector paused while reading, then a pass and a freeze
         self._pending: dict[str, float] = {}  # path -> monotonic time first recorded
         self.events_received = 0
         self._taken = 0  # pending entries taken into read batches, cumulative
@@ -356,10 +373,12 @@ class StandbyFollower:
                     return
                 resync = self._resync_needed
             try:
-                if resync:
-                    self._resync()
-                else:
-                    self._drain()
+                with self._gc.around_event():
+                    if resync:
+                        self._resync()
+                    else:
+                        self._drain()
+                self._gc.collect_pending()
             except Exception as exc:
                 with self._cond:
                     if self._stopped:
@@ -420,8 +439,9 @@ class StandbyFollower:
         """Re-read what changed as a stream: up to ``reads_in_flight`` multi-reads of ``read_chunk``
         paths each, every one sent as soon as there is room with the oldest pending paths, and applied
         in the order sent (FIFO: ``_done`` counts applied entries in the order they were taken, which
-        ``catch_up`` relies on). A change recorded while reads are out goes in the next read sent,
-        not after a whole batch comes back. Returns when nothing is pending or in flight."""
+        ``catch_up`` relies on). While the oldest read is out, what is recorded meanwhile is sent
+        every ``SEND_EVERY_S`` (there is room): ZooKeeper answers it right behind, instead of after
+        that read came back and was applied. Returns when nothing is pending or in flight."""
         with self._cond:
             if not self._loaded:
                 self._resync_needed = True
@@ -430,29 +450,41 @@ class StandbyFollower:
         view = self._view
         if view is None:
             return
-        in_flight: deque[tuple[dict[str, float], Callable[[], list[Any]]]] = deque()
+        in_flight: deque[tuple[dict[str, float], SubmittedRead]] = deque()
+        take_until = time.monotonic() + MAX_DRAIN_S
+        first = True
         while True:
             taken: list[dict[str, float]] = []
             with self._cond:
-                if generation != self._generation or self._stopped:
-                    return  # what is in flight is dropped; the loop decides what next
-                pending = self._pending
-                while pending and len(in_flight) + len(taken) < self.reads_in_flight:
-                    if len(pending) <= self.read_chunk:
-                        # Swap the dict, O(1); popping from its front one by one is O(n) each
-                        # (a dict skips its deleted slots from the start).
-                        chunk, pending = pending, {}
-                        self._pending = pending
-                    else:
-                        chunk = dict(itertools.islice(pending.items(), self.read_chunk))
-                        for path in chunk:
-                            del pending[path]
-                    self._taken += len(chunk)
-                    taken.append(chunk)
+                while True:
+                    if generation != self._generation or self._stopped:
+                        return  # what is in flight is dropped; the loop decides what next
+                    pending = self._pending
+                    taking, first = first or time.monotonic() < take_until, False
+                    while taking and pending and len(in_flight) + len(taken) < self.reads_in_flight:
+                        if len(pending) <= self.read_chunk:
+                            # Swap the dict, O(1); popping from its front one by one is O(n) each
+                            # (a dict skips its deleted slots from the start).
+                            chunk, pending = pending, {}
+                            self._pending = pending
+                        else:
+                            chunk = dict(itertools.islice(pending.items(), self.read_chunk))
+                            for path in chunk:
+                                del pending[path]
+                        self._taken += len(chunk)
+                        taken.append(chunk)
+                    if taken or not in_flight or in_flight[0][1].ready():
+                        break
+                    # The oldest read is out: until it is in, send what is recorded meanwhile.
+                    self._cond.wait(SEND_EVERY_S)
                 if not taken and not in_flight:
-                    return
+                    break  # nothing pending, or MAX_DRAIN_S passed: the loop calls again after a collection
             for chunk in taken:
-                in_flight.append((chunk, self._reader.submit_data(list(chunk), size_hint=96)))
+                read = self._reader.submit_data(list(chunk), size_hint=96)
+                read.when_ready(self._notify)
+                in_flight.append((chunk, read))
+            if not in_flight[0][1].ready():
+                continue
             chunk, receive = in_flight.popleft()
             results = receive()
             if not self._apply_chunk(view, chunk, results, generation):
@@ -466,6 +498,15 @@ class StandbyFollower:
                 if not self._pending and not in_flight:
                     self._mark_warm_locked(zxid)
                 self._cond.notify_all()
+        # Caught up (or MAX_DRAIN_S passed): the kept requests of what this drain changed, once each.
+        with self._apply_lock:
+            if generation == self._generation and self._view is view and self._context is not None:
+                self._context.settle()
+
+    def _notify(self) -> None:
+        """A read is in (kazoo's completion thread): the drain applies it or sends what is recorded."""
+        with self._cond:
+            self._cond.notify_all()
 
     def _apply_chunk(self, view: ClusterView, received: dict[str, float], results: list[Any], generation: int) -> bool:
         """Apply one read's results (``received``: path -> when its event was recorded); False when

@@ -24,6 +24,13 @@ the property test compares the two contexts partition by partition. What the sta
 keep is what a failover decides itself after loading: the topic-deletion queue, shutting-down
 brokers, offline log directories, the epoch (all empty in a freshly loaded context too).
 
+The kept start-up requests (``KeptRequests``) of the partitions a re-read changed are brought up to
+the context later, not per re-read: ``kept`` does it when asked for (a takeover, a test), and the
+follower does it (``settle``) once its backlog is empty. A broker failure's storm thus refreshes each
+partition once, after the storm, instead of with each of its re-reads (the broker's own deregistration
+first refreshed its 30,000 partitions, their state rewrites the same 30,000 again: ~2.5 us each, on
+the path of every change the standby applies, under the GIL of a process short of CPU).
+
 ``adopt`` hands the context over to the controller's own ``ControllerContext`` object (the state
 machines, batches and managers hold that one) by moving its fields across, keeping the controller's
 identity and fencing token. No I/O and no locking here: the follower applies under its lock and
@@ -72,8 +79,31 @@ class WarmContext:
         self.ctx = ctx
         self.broken: str | None = None
         """Why this context cannot be handed over (the view holds what a cold load rejects)."""
-        self.kept = KeptRequests(ctx)
-        """The replica state machine start-up's per-partition request states of ``ctx``, kept with it."""
+        self._kept = KeptRequests(ctx)
+        self._stale: set[int] = set()
+        """Partition numbers whose kept requests wait for ``settle``."""
+
+    @property
+    def kept(self) -> KeptRequests:
+        """The replica state machine start-up's per-partition request states of ``ctx``, kept with it
+        (brought up to the context first: ``settle``)."""
+        self.settle()
+        return self._kept
+
+    @property
+    def stale_count(self) -> int:
+        """Partitions whose kept requests ``settle`` has yet to refresh."""
+        return len(self._stale)
+
+    def settle(self) -> None:
+        """Refresh the kept requests of every partition changed since the last call, then put them in
+        the start-up's order (``KeptRequests.settle``). Idempotent: any order of refreshes gives the
+        same requests, so one refresh per partition after many changes is the same as one per change."""
+        stale = self._stale
+        if stale:
+            self._stale = set()
+            self._kept.refresh(stale)
+        self._kept.settle()
 
     @classmethod
     def load(cls, controller_id: int, view: ClusterView) -> WarmContext:
@@ -90,7 +120,7 @@ class WarmContext:
             return warm
         ctx.load_partition_leadership_info(view.leadership_for(ctx.all_partitions()))
         warm._derive([pid for _, pid in ctx.iter_assigned_ids()])
-        warm.kept = KeptRequests.build(ctx)
+        warm._kept = KeptRequests.build(ctx)
         return warm
 
     # -- changes ------------------------------------------------------------------------------------
@@ -109,7 +139,6 @@ class WarmContext:
             # Admin znodes: the failover reads them itself (deletions, reassignment, preferred election).
         except IllegalStateError as exc:
             self._break(exc)
-        self.kept.settle()
 
     def apply_all(self, targets: Iterable[Target], view: ClusterView) -> None:
         """``apply`` for one re-read's paths: brokers and topics one by one, then the partition states
@@ -149,12 +178,11 @@ class WarmContext:
         try:
             self.ctx.put_leadership_by_id(infos)
             _derive_partition_states(self.ctx, leader_moved)
-            self.kept.refresh([pid for pid, _ in infos])
+            self._stale.update([pid for pid, _ in infos])
             for topic in sorted(reload):
                 self._reload_topic(topic, view)
         except IllegalStateError as exc:
             self._break(exc)
-        self.kept.settle()
 
     def _apply_state(self, tp: TopicPartition, view: ClusterView) -> None:
         ctx = self.ctx
@@ -170,7 +198,7 @@ class WarmContext:
             return
         ctx.put_leadership_by_id([(pid, info)])
         _derive_partition_states(self.ctx, [pid])
-        self.kept.refresh([pid])
+        self._stale.add(pid)
 
     def _apply_broker(self, broker_id: int, view: ClusterView) -> None:
         ctx = self.ctx
@@ -184,14 +212,16 @@ class WarmContext:
             table = ctx.table
             affected = table.by_broker.get(broker_id, set()) | table.by_leader.get(broker_id, set())
             self._derive(sorted(affected))
-            self.kept.broker_liveness_changed(broker_id)
+            # Its partitions' recipients and offline replicas (``KeptRequests.broker_liveness_changed``).
+            self._stale.update(table.by_broker.get(broker_id, ()))
 
     def _reload_topic(self, topic: str, view: ClusterView) -> None:
         ctx = self.ctx
         table = ctx.table
         if topic in ctx.all_topics or topic in table.by_topic:
             rows = list(table.by_topic.get(topic, {}).values())
-            self.kept.forget(rows)
+            self._stale.difference_update(rows)
+            self._kept.forget(rows)
             ctx.remove_topic(topic)  # assignment, leadership, topic id, reassigning; not the states
             self._forget_states(rows)
         assignment = view.topics.get(topic)
@@ -204,7 +234,7 @@ class WarmContext:
         if states:
             ctx.put_leadership_by_id([(pid, states[tp]) for tp, pid in members.items() if tp in states])
         self._derive(list(members.values()))
-        self.kept.refresh(members.values(), at_end=True)
+        self._kept.refresh(members.values(), at_end=True)
 
     # -- the cold failover's steps, on part of the context ----------------------------------------------
     def _store_topic(

@@ -189,6 +189,32 @@ class MultiReadCounters:
     largest_response: int = 0
 
 
+class SubmittedRead:
+    """``submit_data``'s reads, sent: call it to wait for their results; ``ready`` and ``when_ready``
+    say when that call would not wait (a standby sending more reads while earlier ones are out).
+    ZooKeeper answers a session's requests in order, so the last request answered means all are."""
+
+    __slots__ = ("_last", "_receive")
+
+    def __init__(self, receive: Callable[[], list[DataResult]], last: Any = None) -> None:
+        self._receive = receive
+        self._last = last  # the last request's kazoo AsyncResult (None: nothing left to wait for)
+
+    def __call__(self) -> list[DataResult]:
+        return self._receive()
+
+    def ready(self) -> bool:
+        return self._last is None or bool(self._last.ready())
+
+    def when_ready(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once ``ready`` (on kazoo's completion thread, or now; possibly twice)."""
+        last = self._last
+        if last is not None:
+            last.rawlink(lambda _result: callback())
+        if self.ready():  # answered before the link: rawlink calls back only on a later set
+            callback()
+
+
 class _ReadKind(NamedTuple):
     """One kind of bulk read: the multi-read op, the reply bytes per op besides the data, the
     ``KazooClient`` method of the single-read fallback, and how a failure or a value becomes a result."""
@@ -358,15 +384,16 @@ class MultiReader:
         while ZooKeeper answers the next (a standby applying 60,000 changed state znodes)."""
         yield from self._read_chunks(_DATA, paths, size_hint)
 
-    def submit_data(self, paths: Sequence[str], *, size_hint: int = 256) -> Callable[[], list[DataResult]]:
+    def submit_data(self, paths: Sequence[str], *, size_hint: int = 256) -> SubmittedRead:
         """Send the multi-reads of ``paths`` now (split to stay under ``max_batch_bytes``) and return a
-        call that waits for their results, ``get_data``'s. For a caller that keeps several reads of
-        its own in flight, each sent as soon as it knows what to read (a standby streaming the paths
-        it is told changed). Without multi-read the call does ``get_data`` itself."""
+        call that waits for their results, ``get_data``'s (``SubmittedRead``: it also says when they
+        are in). For a caller that keeps several reads of its own in flight, each sent as soon as it
+        knows what to read (a standby streaming the paths it is told changed). Without multi-read
+        the call does ``get_data`` itself."""
         if not paths:
-            return list
+            return SubmittedRead(list)
         if not self._multi_read_available():
-            return lambda: self.get_data(paths, size_hint=size_hint)
+            return SubmittedRead(lambda: self.get_data(paths, size_hint=size_hint))
         full = under_chroot(self._client.chroot)
         budget = self.max_batch_bytes - 64
         estimate = _DATA_OVERHEAD + max(0, size_hint)
@@ -398,7 +425,7 @@ class MultiReader:
                     return out + self.get_data(paths[len(out) :], size_hint=size_hint)
             return out
 
-        return receive
+        return SubmittedRead(receive, sent[-1][1])
 
     def get_data_versions(self, paths: Sequence[str], *, size_hint: int = 256) -> list[VersionedData]:
         """``get_data`` with each stat reduced to its data version (what bulk state reads need)."""

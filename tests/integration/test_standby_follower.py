@@ -5,8 +5,10 @@ cannot be trusted (connection lost, backlog overflow, paused) instead of serving
 
 from __future__ import annotations
 
+import gc
 import random
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +19,9 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from controller_core.standby import FailoverSource, StandbyFollower
+from controller_core.standby import follower as follower_module
 from controller_core.standby.view import ClusterView
+from controller_core.zk.multiread import SubmittedRead
 from controller_core.zk.store import ZkStore
 from scripts.support.zk_changes import KINDS, Change, random_changes
 from tests.support.contexts import cold_loaded_context, context_fields
@@ -118,6 +122,10 @@ def test_catch_up_is_proven_by_one_round_trip(follower: StandbyFollower, zk: Kaz
     assert_context_is_a_cold_load(follower, zk)
     assert follower.status()["standby_lag_p99_ms"] >= 0
     assert follower.status()["standby_context"] == "kept"
+    kept = follower.context_for_tests()
+    assert kept is not None
+    # Idle again: the drain refreshed the kept start-up requests of what changed (a takeover has none left).
+    assert _wait(lambda: kept.stale_count == 0), kept.stale_count
 
 
 def test_backlog_overflow_reloads_and_says_so(zk_chroot: str, zk: KazooClient) -> None:
@@ -179,3 +187,90 @@ def test_failover_source_hands_over_only_when_caught_up(follower: StandbyFollowe
     assert again.finish()["path"] == "cold" and again.reason
     follower.resume()
     assert _wait(lambda: follower.is_warm)
+
+
+def test_a_drain_reads_with_the_collector_paused_and_lets_it_run_between_drains(
+    zk_chroot: str, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A drain's time is up at once: it takes one round of small reads only, so a backlog is applied
+    # by several drains (the collector gets its turn between them), each with the collector paused.
+    monkeypatch.setattr(follower_module, "MAX_DRAIN_S", 0.0)
+    client = KazooClient(hosts=zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    f = StandbyFollower(client, read_chunk=7, reads_in_flight=2)
+    collector_on: list[bool] = []
+    drains = 0
+    apply_chunk, drain = f._apply_chunk, f._drain
+
+    def counted_drain() -> None:
+        nonlocal drains
+        drains += 1
+        drain()
+
+    def watched_apply(*args: Any) -> bool:
+        collector_on.append(gc.isenabled())
+        return apply_chunk(*args)
+
+    f._drain, f._apply_chunk = counted_drain, watched_apply  # type: ignore[method-assign,assignment]
+    try:
+        f.start()
+        assert _wait(lambda: f.is_warm)
+        with f._apply_lock:  # the backlog piles up
+            for change in random_changes(random.Random(5), 300):
+                change.apply(zk)
+            client.exists("/")  # the follower's own session: every change's event is recorded by now
+            backlog, before = f.status()["standby_backlog"], drains
+        assert f.catch_up(), f.status()
+        assert collector_on and not any(collector_on), "a re-read was applied with the collector running"
+        assert drains - before >= backlog // 14, (drains - before, backlog)
+        view = f.snapshot_for_tests()
+        assert view is not None
+        assert_same(warm_read(view), full_read(ZkStore(zk)))
+        assert_context_is_a_cold_load(f, zk)
+        assert _wait(gc.isenabled), "the collector stayed paused after the follower went idle"
+    finally:
+        f.stop()
+        client.stop()
+        client.close()
+
+
+def test_changes_recorded_while_a_read_is_out_are_sent_before_it_is_in(
+    follower: StandbyFollower, zk: KazooClient
+) -> None:
+    # The first re-read stays "out" (not ready) until released: what changes meanwhile is read too.
+    released = threading.Event()
+    sent: list[int] = []
+    submit = follower._reader.submit_data
+
+    def held_submit(paths: Any, *, size_hint: int = 256) -> SubmittedRead:
+        read = submit(paths, size_hint=size_hint)
+        sent.append(len(paths))
+        if len(sent) > 1:
+            return read
+
+        class Held(SubmittedRead):
+            def ready(self) -> bool:
+                return released.is_set() and read.ready()
+
+            def __call__(self) -> Any:
+                released.wait(30)
+                return read()
+
+        return Held(read, None)
+
+    follower._reader.submit_data = held_submit  # type: ignore[method-assign]
+    applied = follower.changes_applied
+    zk.ensure_path("/brokers/ids")
+    zk.create("/brokers/ids/500", b"{}")
+    assert _wait(lambda: len(sent) >= 1)
+    first = len(sent)
+    for i in range(3):
+        zk.create(f"/brokers/ids/{501 + i}", b"{}")
+    assert _wait(lambda: len(sent) > first, 5), "nothing was sent while the first read was out"
+    assert follower.changes_applied == applied  # the first read is not in: nothing applied yet
+    released.set()
+    assert follower.catch_up(), follower.status()
+    view = follower.snapshot_for_tests()
+    assert view is not None
+    assert_same(warm_read(view), full_read(ZkStore(zk)))
+    assert_context_is_a_cold_load(follower, zk)

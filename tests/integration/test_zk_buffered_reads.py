@@ -74,6 +74,7 @@ def test_a_burst_of_events_arrives_in_order_with_no_packet_left_buffered(
         assert one_shot.wait(5), "kazoo's own one-shot watch did not fire"
         assert not left_buffered, f"kazoo went back to select with complete packets buffered: {left_buffered}"
         assert reads.packets_from_buffer > count // 2, "events were not read several per recv"
+        assert reads.watch_events_direct > count // 2, "buffered events went through kazoo's packet reading"
         assert follower_client.get(paths[0])[0] == b"1"  # replies still reach their callers
     finally:
         follower_client._connection._read_socket = wrapped

@@ -4,6 +4,8 @@ missing path's NoNode in its place; interleaved with other calls on the same cli
 
 from __future__ import annotations
 
+import threading
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -27,6 +29,13 @@ def test_submitted_reads_return_what_get_data_returns(zk: KazooClient) -> None:
     requests = reader.counters.requests
     zk.set("/s/n0", b"changed")  # sent after both submits: neither read sees it
     assert requests > 3
+    # Each says when its last request (so all of them: a session is answered in order) is in.
+    called = threading.Event()
+    second.when_ready(called.set)
+    assert called.wait(10) and second.ready() and first.ready()
+    late: list[bool] = []
+    first.when_ready(lambda: late.append(True))  # already in: called at once
+    assert late
     got = first() + second()
     expected = MultiReader(zk, use_multi_read=False).get_data(paths)
     assert isinstance(got[150].error, NoNodeError)
@@ -40,4 +49,5 @@ def test_without_multi_read_a_submit_reads_singly(zk: KazooClient) -> None:
     reader = MultiReader(zk, use_multi_read=False)
     results = reader.submit_data(["/one", "/none"])()
     assert results[0].data == b"1" and isinstance(results[1].error, NoNodeError)
+    assert reader.submit_data(["/one"]).ready()  # nothing out: the call reads
     assert reader.counters.single_reads == 2

@@ -88,6 +88,9 @@ def test_it_creates_kafkas_persistent_paths(zk: KazooClient, store: ZkStore) -> 
     for path in paths.PERSISTENT_PATHS:
         assert zk.exists(path) is not None, path
     store.ensure_persistent_paths()  # idempotent
+    zk.delete(paths.ISR_CHANGE_NOTIFICATION_PATH)
+    store.ensure_persistent_paths()  # only what is missing is created again
+    assert zk.exists(paths.ISR_CHANGE_NOTIFICATION_PATH) is not None
 
 
 # -- election ----------------------------------------------------------------------------------------

@@ -160,15 +160,16 @@ def _kept_requests(kept: KeptRequests) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("settle_every", [1, 4])
 @pytest.mark.parametrize("seed", range(12))
-def test_changed_path_by_path_it_equals_a_cold_load(seed: int) -> None:
+def test_changed_path_by_path_it_equals_a_cold_load(seed: int, settle_every: int) -> None:
     rng = random.Random(seed)
     cluster = _Cluster(rng)
     view = ClusterView()
     for _ in range(60):  # a starting cluster, loaded whole
         view.apply(*cluster.change())
     warm = WarmContext.load(7, view)
-    for _ in range(30):
+    for i in range(30):
         # One re-read's worth of changed paths at a time, as the follower applies them.
         chunk = [cluster.change() for _ in range(rng.randint(1, 8))]
         for target, read in chunk:
@@ -177,8 +178,40 @@ def test_changed_path_by_path_it_equals_a_cold_load(seed: int) -> None:
         assert warm.broken is None
         cold = cold_loaded_context(_ViewStore(view))  # type: ignore[arg-type]
         _assert_same(context_fields(warm.ctx), context_fields(cold))
-        # The kept start-up requests, field by field, equal what the start-up adds on a cold load.
-        _assert_same(_kept_requests(warm.kept), _startup_requests(cold))
+        if i % settle_every == settle_every - 1:
+            # The kept start-up requests, field by field, equal what the start-up adds on a cold load
+            # (``kept`` first refreshes what the re-reads since the last time changed: ``settle``).
+            _assert_same(_kept_requests(warm.kept), _startup_requests(cold))
+            assert warm.stale_count == 0
+
+
+def test_a_storm_refreshes_each_kept_request_once_when_settled() -> None:
+    # Path by path, the same partitions change again and again: their kept requests wait for settle.
+    rng = random.Random(4)
+    cluster = _Cluster(rng)
+    view = ClusterView()
+    for _ in range(80):
+        view.apply(*cluster.change())
+    warm = WarmContext.load(7, view)
+    refreshed: list[int] = []
+    refresh = warm._kept.refresh
+
+    def counted(ids: Any, *, at_end: bool = False) -> None:
+        ids = list(ids)
+        refreshed.extend(ids)
+        refresh(ids, at_end=at_end)
+
+    warm._kept.refresh = counted  # type: ignore[method-assign]
+    # Rewritten state znodes (a missing one reloads its topic, refreshed at once: rare).
+    states = [t for t in (cluster.change() for _ in range(200)) if t[0].kind is Kind.STATE and t[1].error is None]
+    for _ in range(3):
+        for target, read in states:
+            view.apply(target, read)
+        warm.apply_all([target for target, _ in states], view)
+    assert states and not refreshed and warm.stale_count > 0
+    warm.settle()
+    assert warm.stale_count == 0 and len(refreshed) == len(set(refreshed))
+    _assert_same(_kept_requests(warm.kept), _startup_requests(cold_loaded_context(_ViewStore(view))))  # type: ignore[arg-type]
 
 
 def test_a_conflicting_topic_id_breaks_the_context_instead_of_handing_it_over() -> None:
@@ -381,3 +414,27 @@ def test_the_kept_context_and_the_view_share_one_partition_key_and_one_topic_nam
     for tp in warm.ctx.table.tps:
         assert view_keys[tp] is tp
     assert len({id(tp.topic) for tp in warm.ctx.table.tps}) == 1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_parted_lists_leaders_and_topics_are_those_of_its_states_in_the_same_order(seed: int) -> None:
+    # The takeover's LeaderAndIsr takes them part by part (each shared part once for all its
+    # brokers); ``topic_ids`` is built by iterating the topic set, so its order is the wire's.
+    from controller_core.request_batch import _leaders_and_topics_of_parts
+
+    rng = random.Random(seed)
+    topics = rng.choice([3, 30, 300, 3000])
+    parts: list[Any] = [
+        [_PartState(f"t{rng.randrange(topics)}", rng.randrange(10)) for _ in range(rng.randint(0, 400))]
+        for _ in range(rng.randint(1, 12))
+    ]
+    states = [state for part in parts for state in part]
+    leaders, in_order = _leaders_and_topics_of_parts(parts, {})
+    assert leaders == {s.leader for s in states}
+    assert list(in_order) == list(set(s.topic for s in states))
+
+
+@dataclass
+class _PartState:
+    topic: str
+    leader: int

@@ -105,9 +105,15 @@ class StoreBase:
     # setup
     # ==============================================================================================
     def ensure_persistent_paths(self) -> None:
-        """Create Kafka's persistent paths (``paths.PERSISTENT_PATHS``, with parents) where missing."""
-        for path in paths.PERSISTENT_PATHS:
-            self._client.ensure_path(path)
+        """Create Kafka's persistent paths (``paths.PERSISTENT_PATHS``, with parents) where missing.
+
+        Their existence is checked in one pipelined round (a failover's first step: ~13 round trips
+        one after the other were 5 to 50 ms of a warm takeover); only the missing are created."""
+        client = self._client
+        checks = [(path, client.exists_async(path)) for path in paths.PERSISTENT_PATHS]
+        for path, exists in checks:
+            if exists.get() is None:
+                client.ensure_path(path)
 
     # ==============================================================================================
     # internals: reads
