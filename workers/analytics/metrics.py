@@ -250,42 +250,38 @@ def known_brokers(events: DataFrame, deltas: DataFrame, seeds: DataFrame | None 
 def leader_counts(deltas: DataFrame, brokers: DataFrame, window: ReportWindow) -> DataFrame:
     """Return each broker's leader count at the end of every minute of the window.
 
-    Running sums of the per-minute deltas give the count after each minute with a change; a grid of
-    every (broker, minute) of ``brokers`` then carries the last count forward. Rows are brokers x
-    minutes, never partitions x minutes.
+    Running sums of the per-minute deltas give the count after each minute with a change, which
+    holds until the broker's next change: each such interval is spread over its minutes (clipped to
+    the window). Every known broker gets a zero change just before the window, so one that never led
+    counts 0 and none starts with a gap. Rows are brokers x minutes, never partitions x minutes, and
+    no sort of them: only the changes are ordered (a grid of every broker and minute carried forward
+    by a window function sorted those rows too).
     """
-    spark = deltas.sparkSession
     first_minute = window.counted_from_ms // MINUTE_MS
-    last_minute = -(-window.effective_end_ms // MINUTE_MS)  # exclusive; a started minute is shown
-    by_broker = Window.partitionBy("cluster", "broker").orderBy("minute", "grid")
-    cumulative = deltas.select(
+    # Exclusive; a started minute is shown.
+    last_minute = max(first_minute + 1, -(-window.effective_end_ms // MINUTE_MS))
+    initial = brokers.select(
+        "cluster", "broker", F.lit(first_minute - 1).cast("long").alias("minute"), F.lit(0).cast("long").alias("delta")
+    )
+    changes = deltas.select("cluster", "broker", "minute", "delta").unionByName(initial)
+    # Changes land at or after the minute before the window (leader_deltas clamps them there). When a
+    # broker's change shares the seed's minute, whichever row comes first spans no minute (its next
+    # row starts there) and the second's running sum holds both.
+    by_broker = Window.partitionBy("cluster", "broker").orderBy("minute")
+    held = changes.select(
         "cluster",
         "broker",
         "minute",
-        F.lit(0).alias("grid"),
-        F.sum("delta")
-        .over(
-            Window.partitionBy("cluster", "broker")
-            .orderBy("minute")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        .alias("leaders"),
+        F.sum("delta").over(by_broker.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("leaders"),
+        F.coalesce(F.lead("minute").over(by_broker), F.lit(last_minute)).alias("until"),
     )
-    minutes = spark.range(first_minute, max(first_minute + 1, last_minute)).select(F.col("id").alias("minute"))
-    grid = brokers.crossJoin(minutes).select(
-        "cluster", "broker", "minute", F.lit(1).alias("grid"), F.lit(None).cast("long").alias("leaders")
-    )
-    carried = cumulative.unionByName(grid).select(
+    start = F.greatest(F.col("minute"), F.lit(first_minute))
+    stop = F.least(F.col("until"), F.lit(last_minute))
+    return held.where(stop > start).select(
         "cluster",
         "broker",
-        "minute",
-        "grid",
-        F.last("leaders", ignorenulls=True)
-        .over(by_broker.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        .alias("carried"),
-    )
-    return carried.where(F.col("grid") == 1).select(
-        "cluster", "broker", "minute", F.coalesce("carried", F.lit(0)).cast("long").alias("leaders")
+        F.explode(F.sequence(start, stop - 1)).alias("minute"),
+        F.col("leaders").cast("long").alias("leaders"),
     )
 
 
