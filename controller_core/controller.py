@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from controller_core import failover_read, malloc_policy, memory_probe
+from controller_core.answer_digest import LeaderAndIsrAnswer
 from controller_core.config import ControllerConfig
 from controller_core.context import ControllerContext
 from controller_core.controlled_shutdown import move_off_broker
@@ -72,6 +73,7 @@ from controller_core.events import (
     ReplicaLeaderElection,
     ShutdownEventThread,
     Startup,
+    StateSnapshotDue,
     Suspend,
     TopicChange,
     TopicConfigChange,
@@ -90,7 +92,7 @@ from controller_core.model import (
 )
 from controller_core.partition_state_machine import PartitionStateMachine, parse_config_bool
 from controller_core.ports import RequestTransport, StateChangeSink, ZkCode
-from controller_core.protocol.messages import ErrorCode
+from controller_core.protocol.messages import ErrorCode, LeaderAndIsrResponse
 from controller_core.reassignment import ReassignmentManager
 from controller_core.rebalance_catchup import IsrTenure
 from controller_core.record_kinds import RecordKind
@@ -181,22 +183,54 @@ class _ChannelTransport:
         self.send_held()
         self._held = None
 
-    def send_held(self) -> None:
+    def send_held(self, on_answered: Callable[[], None] | None = None) -> None:
         """Hand every held request to its channel, in order, and go on holding if it was. Requests of
-        a channel torn down meanwhile (the controller resigned during the event) are dropped."""
+        a channel torn down meanwhile (the controller resigned during the event) are dropped.
+
+        ``on_answered``: called once every request handed over here has been answered (after its
+        own callback, on the sender thread that got the last answer; at once when none was handed
+        over). A request its channel drops (a broker removed meanwhile) is never answered: whoever
+        waits on this needs a deadline of its own."""
         held = self._held
         if not held:
+            if on_answered is not None:
+                on_answered()
             return
         self._held = []
         current = self.channel
-        dropped = 0
-        for channel, broker_id, request, callback in held:
-            if channel is current:
-                channel.send(broker_id, request, callback)
-            else:
-                dropped += 1
-        if dropped:
-            logger.info("dropped %d requests of a channel closed while they were held", dropped)
+        sending = [item for item in held if item[0] is current]
+        countdown = None if on_answered is None else _Countdown(len(sending), on_answered)
+        for channel, broker_id, request, callback in sending:
+            channel.send(broker_id, request, callback if countdown is None else countdown.wrap(callback))
+        if len(sending) < len(held):
+            logger.info("dropped %d requests of a channel closed while they were held", len(held) - len(sending))
+        if countdown is not None and not sending:
+            on_answered()  # type: ignore[misc]  # not None with a countdown
+
+
+class _Countdown:
+    """Calls ``done`` once ``count`` wrapped callbacks have run (from any threads)."""
+
+    __slots__ = ("_count", "_done", "_lock")
+
+    def __init__(self, count: int, done: Callable[[], None]) -> None:
+        self._count = count
+        self._done = done
+        self._lock = threading.Lock()
+
+    def wrap(self, callback: Callable[[Any], None] | None) -> Callable[[Any], None]:
+        def answered(response: Any) -> None:
+            try:
+                if callback is not None:
+                    callback(response)
+            finally:
+                with self._lock:
+                    self._count -= 1
+                    last = self._count == 0
+                if last:
+                    self._done()
+
+        return answered
 
 
 class Controller:
@@ -275,6 +309,10 @@ class Controller:
         self._deferred_topic_watches: int | None = None
         self._kept_requests: KeptRequests | None = None  # the warm path's start-up requests, for one failover
         self._cold_start_up: ColdStartUp | None = None  # the cold read's, built as it read (failover_read)
+        #: The failover (``failover_count``) whose state-snapshot record is still to be written, and the
+        #: timer that asks for it if its requests are not all answered within a request timeout.
+        self._snapshot_due: int | None = None
+        self._snapshot_timer: threading.Timer | None = None
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -294,8 +332,10 @@ class Controller:
         """Put ``event`` on the event queue (``ReassignmentClient``)."""
         self.events.put(event)
 
-    def _enqueue_response(self, broker_id: int, response: Any) -> None:
-        self.events.put(LeaderAndIsrResponseReceived(broker_id, response))
+    def _enqueue_response(self, broker_id: int, response: LeaderAndIsrResponse) -> None:
+        # Digested here, on the sender thread, so the answer's ~100 bytes a partition go with it
+        # (``controller_core.answer_digest``).
+        self.events.put(LeaderAndIsrResponseReceived(broker_id, LeaderAndIsrAnswer.of(response)))
 
     def _on_stop_replica_response(
         self, broker_id: int, top_level_error: ErrorCode, partition_errors: Mapping[TopicPartition, ErrorCode]
@@ -558,6 +598,7 @@ class Controller:
         epoch, epoch_zk_version = self.ctx.epoch, self.ctx.epoch_zk_version
         was_leading = epoch_zk_version > 0
         self._cancel_rebalance()
+        self._cancel_state_snapshot()
         self.watches.unregister_all(keep=(paths.CONTROLLER_PATH,))
         channel = self._transport.channel
         self._transport.channel = None
@@ -641,7 +682,10 @@ class Controller:
             self._schedule_rebalance(self.config.first_rebalance_delay_seconds)
         phases.mark("reassignments_deletions_elections")
         # "Sent its requests" (Kafka: queued for the send threads): hand them over before the clock stops.
-        self._transport.send_held()
+        # The state-snapshot record waits until the senders are done with them (``_on_state_snapshot_due``).
+        self._snapshot_due = failover = self.failover_count
+        self._transport.send_held(on_answered=lambda: self._enqueue(StateSnapshotDue(failover)))
+        self._start_state_snapshot_timer(failover)
         phases.mark("requests_handed_to_senders")
         self.last_failover_ms = (time.perf_counter() - started) * 1000
         self.last_failover_path = read_path["path"]
@@ -656,13 +700,12 @@ class Controller:
             partitions=self.ctx.partition_count,
             endpoint=self.endpoint,
         )
-        self._arm_deferred_topic_watches()
-        self._record_state_snapshot()
-        memory_probe.failover_done()
         if read_path["path"] == "cold" and self.standby is not None:
-            # After the failover and snapshot records, which stay together first (docs/contracts.md).
+            # Right after the failover record (docs/contracts.md).
             self.scl.record(RecordKind.STANDBY_FALLBACK, reason=read_path["standby"])
             logger.warning("controller %d read everything: %s", self.config.controller_id, read_path["standby"])
+        self._arm_deferred_topic_watches()
+        memory_probe.failover_done()
         logger.info(
             "controller %d failover (%s) done in %.0f ms: %d brokers, %d topics, %d partitions (%s)",
             self.config.controller_id,
@@ -741,10 +784,13 @@ class Controller:
         )
 
     def _store_assignments(self, assignments: Mapping[str, Any]) -> None:
+        # ``TopicPartition``s made with ``tuple.__new__``: its Python-level constructor was ~0.3 s of a
+        # cold failover's million partitions (the same tuples).
+        new = tuple.__new__
         for topic, assignment in assignments.items():
             if assignment.topic_id:
                 self.ctx.add_topic_id(topic, assignment.topic_id)
-            by_partition = {TopicPartition(topic, p): replicas for p, replicas in assignment.partitions.items()}
+            by_partition = {new(TopicPartition, (topic, p)): replicas for p, replicas in assignment.partitions.items()}
             self.ctx.load_topic_assignment(topic, by_partition)
             if any(a.adding_replicas or a.removing_replicas for a in assignment.partitions.values()):
                 for tp, replicas in by_partition.items():
@@ -759,6 +805,31 @@ class Controller:
         """Full partition and replica states, so readers that start late can rebuild everything; built
         from the table's columns straight into JSON (``controller_core.state_snapshot``)."""
         self.scl.record_json(RecordKind.STATE_SNAPSHOT, snapshot_json_fields(self.ctx.table))
+
+    def _start_state_snapshot_timer(self, failover: int) -> None:
+        timer = threading.Timer(self.config.request_timeout_s, self._enqueue, (StateSnapshotDue(failover),))
+        timer.daemon = True
+        timer.name = f"controller-{self.config.controller_id}-snapshot-deadline"
+        self._snapshot_timer = timer
+        timer.start()
+
+    def _cancel_state_snapshot(self) -> None:
+        self._snapshot_due = None
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
+            self._snapshot_timer = None
+
+    def _on_state_snapshot_due(self, event: StateSnapshotDue) -> None:
+        """The failover's state-snapshot record, once the senders are done with its requests (every one
+        answered) or a request timeout after it, whichever comes first: at a million partitions the
+        record (~50 MB of JSON, and each sink's copy) built while the senders still hold the requests'
+        encodings and answers added its peak to theirs (docs/performance.md). The record holds the
+        states as they are when it is written, which is its place in the stream (docs/contracts.md)."""
+        if not self.is_active or self._snapshot_due != event.failover:
+            return  # written already (both the answers and the deadline ask), or another term's
+        self._cancel_state_snapshot()
+        self._record_state_snapshot()
+        memory_probe.phase_done("state_snapshot_record")
 
     # -- brokers (§8.1 to §8.3) ----------------------------------------------------------------
 
@@ -1252,24 +1323,22 @@ class Controller:
     def _on_leader_and_isr_response_received(self, event: LeaderAndIsrResponseReceived) -> None:
         if not self.is_active:
             return
-        response = event.response
-        if getattr(response, "error_code", 0) != ErrorCode.NONE:
-            logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, response.error_code)
+        answer = event.response
+        if isinstance(answer, LeaderAndIsrResponse):
+            answer = LeaderAndIsrAnswer.of(answer)
+        if answer.error_code != ErrorCode.NONE:
+            logger.warning("broker %d answered LeaderAndIsr with %s", event.broker_id, answer.error_code)
             return
         # A response lists every partition of the request (100,000 after a failover) and almost
         # always says NONE for all: only storage errors, and partitions that were offline before,
         # need objects. (TopicPartition is a tuple, so a (topic, partition) pair finds it in a set.)
         previous = self.ctx.replicas_on_offline_dirs(event.broker_id)
-        offline: set[TopicPartition] = set()
+        storage_error = ErrorCode.KAFKA_STORAGE_ERROR
+        offline = {TopicPartition(e.topic, e.partition) for e in answer.failed if e.error_code == storage_error}
         online: set[TopicPartition] = set()
-        storage_error, none = ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE
-        for e in response.partition_errors:
-            code = e.error_code
-            if code == none:
-                if previous and (e.topic, e.partition) in previous:
-                    online.add(TopicPartition(e.topic, e.partition))
-            elif code == storage_error:
-                offline.add(TopicPartition(e.topic, e.partition))
+        if previous:
+            for topic, numbers in answer.ok.items():
+                online.update(tp for p in numbers if (tp := TopicPartition(topic, p)) in previous)
         if not previous and not offline:
             return
         current = (previous - online) | offline
@@ -1415,6 +1484,7 @@ EVENT_HANDLERS: Mapping[type[ControllerEvent], Callable[[Controller, Any], None]
     IsrChangeNotification: Controller._on_isr_change_notification,
     LeaderAndIsrResponseReceived: Controller._on_leader_and_isr_response_received,
     LogDirEventNotification: Controller._on_log_dir_event_notification,
+    StateSnapshotDue: Controller._on_state_snapshot_due,
 }
 
 

@@ -185,10 +185,18 @@ class LogDirEventNotification(ControllerEvent, state=ControllerState.LOG_DIR_CHA
 
 
 class LeaderAndIsrResponseReceived(ControllerEvent, state=ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED):
-    """A broker answered LeaderAndIsr: replicas on its failed log directories go offline."""
+    """A broker answered LeaderAndIsr: replicas on its failed log directories go offline. ``response``:
+    the answer as digested on the sender thread (``answer_digest.LeaderAndIsrAnswer``), or as decoded."""
 
     broker_id: int
     response: Any
+
+
+class StateSnapshotDue(ControllerEvent, state=ControllerState.CONTROLLER_CHANGE):
+    """Failover number ``failover``'s requests were all answered (or a request timeout passed): time
+    for its state-snapshot record (``Controller._on_state_snapshot_due``)."""
+
+    failover: int
 
 
 class TopicConfigChange(ControllerEvent, state=ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE):

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller_core.context import ControllerContext
+from controller_core.model import TopicPartition
 from controller_core.standby.kept_requests import KeptRequests
 from controller_core.standby.warm_context import derive_initial_states
 from controller_core.zk.store import ZkStore
@@ -52,11 +53,18 @@ def read_partition_states(ctx: ControllerContext, store: ZkStore) -> ColdStartUp
     directories: their online replicas are per partition, so the start-ups derive them)."""
     kept = None if ctx.has_replicas_on_offline_dirs else KeptRequests(ctx)
     live = ctx.live_broker_ids
-    table = ctx.table
-    get, id_of = table.ids.get, table.id_of
-    for tps, states, complete in store.iter_partition_leadership(ctx.all_partitions()):
-        # The partitions have their numbers already (their assignments were loaded first).
-        ids = [pid if (pid := get(tp)) is not None else id_of(tp) for tp in tps]
+    # Every assigned partition and its number (loaded with the assignments), in the context's order,
+    # gathered a topic at a time in C: each batch read is a consecutive slice of both, so its numbers
+    # are a slice too (no lookup per partition, no dict of a million to drop repeats there are none of).
+    tps: list[TopicPartition] = []
+    numbers: list[int] = []
+    for members in ctx.table.by_topic.values():
+        tps += members.keys()
+        numbers += members.values()
+    start = 0
+    for batch, states, complete in store.iter_partition_leadership(tps, distinct=True):
+        ids = numbers[start : start + len(batch)]
+        start += len(batch)
         if complete:
             ctx.put_leadership_by_id(zip(ids, states, strict=True))  # type: ignore[arg-type]  # complete: no None
         else:

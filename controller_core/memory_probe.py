@@ -51,11 +51,13 @@ def phase_done(name: str) -> None:
 
 
 def failover_done() -> None:
-    """The last phase line, then lines 1, 3, 10 and 30 s later from a timer thread (the requests'
-    encodings and deliveries happen on the senders after the failover); no-op when the probe is off."""
+    """The failover event's last phase line (its record and the topics' watches), then lines 1, 3, 10
+    and 30 s later from a timer thread (the requests' encodings and deliveries happen on the senders
+    after the failover, and the state-snapshot record once they are answered: its own line,
+    ``state_snapshot_record``); no-op when the probe is off."""
     if _out_dir is None:
         return
-    phase_done("state_snapshot_record")
+    phase_done("failover_record_and_topic_watches")
     started = time.monotonic()
 
     def later() -> None:

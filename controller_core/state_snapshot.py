@@ -79,10 +79,11 @@ def snapshot_json_fields(table: PartitionTable) -> dict[str, list[bytes | bytear
             topic, partition = tps[pid]
             entity = f"{topic}-{partition}"
             if p_state is not None:
-                value = p_state.value
-                members = p_lists.get(value)
+                # The state itself as the key (a ``StrEnum``: a str, encoded as its value), not
+                # ``.value``: an enum property call per partition was ~15 % of the CPU.
+                members = p_lists.get(p_state)
                 if members is None:
-                    members = p_lists[value] = []
+                    members = p_lists[p_state] = []
                 members.append(entity)
             if r_states:
                 pairs = suffixes.get(id(r_states))

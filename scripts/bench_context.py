@@ -145,7 +145,7 @@ def read_as_cold_failover(hosts: str, brokers: int) -> dict[str, float | int]:
         ctx.set_all_topics(topics)
         for assignments in store.iter_replica_assignments(topics):  # as Controller._store_assignments
             for topic, assignment in assignments.items():
-                by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
+                by_partition = {tuple.__new__(TopicPartition, (topic, p)): a for p, a in assignment.partitions.items()}
                 ctx.load_topic_assignment(topic, by_partition)
         mark("assignments")
         ctx.clear_partition_leadership_info()

@@ -51,8 +51,11 @@ class _StdoutSink:
     def emit(self, record: Mapping[str, Any]) -> None:
         # "failover": the failover's clock; "request_batch": when requests went to the senders (the
         # broker failure's clock stops when its elections' LeaderAndIsr have been sent).
-        if record.get("kind") in ("failover", "request_batch"):
+        kind = record.get("kind")
+        if kind in ("failover", "request_batch"):
             self.write(dict(record))
+        elif kind == "state_snapshot":  # its header only (the record itself is ~50 MB at a million)
+            self.write(dict(record))  # an EncodedRecord's mapping holds the header alone
 
     def write(self, obj: Mapping[str, Any]) -> None:
         with self.lock:
@@ -208,6 +211,7 @@ class ControllerProc:
         self.warm_standby = warm_standby
         self.failovers: list[dict[str, Any]] = []
         self.request_batches: list[dict[str, Any]] = []
+        self.snapshots: list[dict[str, Any]] = []  # the state-snapshot records' headers
         self.url: str | None = None
         self.ready = threading.Event()
         self.proc = subprocess.Popen(
@@ -238,6 +242,8 @@ class ControllerProc:
                 self.failovers.append(obj)
             elif obj.get("kind") == "request_batch":
                 self.request_batches.append(obj)
+            elif obj.get("kind") == "state_snapshot":
+                self.snapshots.append(obj)
 
     def leader_and_isr_sent_at(self, cause: str, since_ms: float) -> float | None:
         """Wall-clock ms of the first batch with LeaderAndIsr requests that ``cause`` (an event name)

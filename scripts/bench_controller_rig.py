@@ -298,6 +298,13 @@ class Bench:
         if self.standby != "none":
             self.start_controller(old.id, warm=self.standby == "warm")
         self.idle(other)
+        # The failover's state-snapshot record comes once its requests are answered: waited for, so
+        # that the next scenario does not stop a controller before it (its memory is in the figures).
+        epoch, seq = record["controller_epoch"], record["seq"]
+        written = lambda: any(s["controller_epoch"] == epoch and s["seq"] > seq for s in other.snapshots)  # noqa: E731
+        poll_until(written, 600, "the state snapshot", 0.2)
+        log(f"    state snapshot written; new controller's peak RSS so far: {other.peak_rss_mb():.0f} MB")
+        self.idle(other)
         return seconds
 
     def standby_lag_p99_s(self) -> float:

@@ -21,8 +21,8 @@ them, so the requests sent are the very bytes the start-up would send on the sam
 partition whose leadership changed is written in place (its position kept); a topic reloaded moves to
 the end, as it does in the context; an entry that lands elsewhere (a broker back or gone, a first
 leadership, a group's first partition leaving) marks the order for ``settle``, run on the standby after
-each re-read, so that ``take`` only merges the groups per broker (dictionary updates, no loop per
-partition in Python).
+each re-read, so that ``take`` only lists each broker's groups (``request_batch.GroupedStates``: no
+loop per partition in Python, no per-broker dict unless the batch needs one).
 
 Not kept: what the failover decides before the start-up (topics queued for deletion are sent with
 leader -2, replicas on failed log directories are offline): ``ControllerBrokerRequestBatch.add_kept``
@@ -36,10 +36,11 @@ from typing import TypeVar
 
 from controller_core.context import ControllerContext
 from controller_core.protocol.messages import LeaderAndIsrPartitionState, SharedList, UpdateMetadataPartitionState
-from controller_core.request_batch import leader_and_isr_state
+from controller_core.request_batch import GroupedStates, leader_and_isr_state
 
-LeaderAndIsrStates = dict[int, dict[int, LeaderAndIsrPartitionState]]
-"""Per recipient broker: partition number -> its LeaderAndIsr partition state, in the start-up's order."""
+LeaderAndIsrStates = dict[int, GroupedStates]
+"""Per recipient broker: its groups (partition number -> LeaderAndIsr partition state), in the
+start-up's order; merged into one dict only if the batch needs one."""
 
 UpdateMetadataStates = dict[int, UpdateMetadataPartitionState]
 """Partition number -> its UpdateMetadata partition state, in partition order."""
@@ -241,7 +242,7 @@ class KeptRequests:
 
     def take(self) -> tuple[LeaderAndIsrStates, UpdateMetadataStates, LeaderAndIsrParts]:
         """The kept states for the takeover's batch (this object is then spent): per broker, its
-        groups' partitions group by group, as the start-up adds them; and per broker its groups'
+        groups, in the order the start-up adds their partitions (``GroupedStates``); and per broker its groups'
         states as lists shared by the group's recipients, whose concatenation its states are (each
         group's JSON is then made once for all of them: ``protocol.messages.PartedList``)."""
         self.settle()
@@ -252,15 +253,16 @@ class KeptRequests:
             for broker_id in recipients:
                 states = by_broker.get(broker_id)
                 if states is None:
-                    by_broker[broker_id] = dict(group)
+                    by_broker[broker_id] = GroupedStates([group])
                     parts[broker_id] = [shared]
                 else:
-                    states.update(group)
+                    states.groups.append(group)
                     parts[broker_id].append(shared)
-        # A partition is in one group only, so each broker's states are its parts in order; a
-        # recipient list naming a broker twice would break that: no parts for it then.
-        for broker_id, own in list(parts.items()):
-            if sum(map(len, own)) != len(by_broker[broker_id]):
+        # A partition is in one group only, so each broker's states are its groups' in order; a
+        # recipient list naming a broker twice would give it a group twice: merged then, no parts.
+        for broker_id, states in by_broker.items():
+            if len(set(map(id, states.groups))) != len(states.groups):
+                by_broker[broker_id] = GroupedStates([states.merged()])
                 del parts[broker_id]
         return by_broker, self.update_metadata, parts
 

@@ -33,9 +33,12 @@ class _BatchedStore(_ViewStore):
         super().__init__(view)
         self.size = size
 
-    def iter_partition_leadership(self, partitions: Sequence[TopicPartition]) -> Iterator[LeadershipBatch]:
+    def iter_partition_leadership(
+        self, partitions: Sequence[TopicPartition], *, distinct: bool = False
+    ) -> Iterator[LeadershipBatch]:
         found = self.get_partition_leadership(partitions)
         unique = list(dict.fromkeys(partitions))
+        assert not distinct or len(unique) == len(partitions)
         for start in range(0, len(unique), self.size):
             tps = unique[start : start + self.size]
             states = [found.get(tp) for tp in tps]

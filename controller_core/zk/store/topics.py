@@ -228,12 +228,16 @@ class TopicZnodes(FencedMultiEngine):
                 out.update((tp, state) for tp, state in zip(tps, states, strict=True) if state is not None)
         return out
 
-    def iter_partition_leadership(self, partitions: Sequence[TopicPartition]) -> Iterator[LeadershipBatch]:
+    def iter_partition_leadership(
+        self, partitions: Sequence[TopicPartition], *, distinct: bool = False
+    ) -> Iterator[LeadershipBatch]:
         """``get_partition_leadership`` a batch at a time, as ZooKeeper answers, with the next reads in
         flight: each batch's distinct partitions (in input order) and their decoded states, None where
         the znode is missing or unreadable (unreadable ones are logged). For a caller that works on each
-        batch while ZooKeeper reads the next (a cold failover: ``controller_core.failover_read``)."""
-        for tps, errors, states, failed in self._read_state_batches(partitions):
+        batch while ZooKeeper reads the next (a cold failover: ``controller_core.failover_read``).
+        ``distinct``: the caller's partitions are distinct already (the batches are then consecutive
+        slices of them; no million-key dict to drop repeats)."""
+        for tps, errors, states, failed in self._read_state_batches(partitions, distinct):
             for i, exc in failed.items():
                 if i not in errors:
                     logger.error("unreadable state of partition %s: %s", tps[i], exc)
@@ -254,12 +258,18 @@ class TopicZnodes(FencedMultiEngine):
                     logger.error("unreadable state of partition %s: %s", tp, failed[i])
                     yield tp, None, other
 
-    def _read_state_batches(self, partitions: Sequence[TopicPartition]) -> Iterator[_StateBatch]:
+    def _read_state_batches(
+        self, partitions: Sequence[TopicPartition], distinct: bool = False
+    ) -> Iterator[_StateBatch]:
         """The distinct partitions' state znodes read and decoded a multi-read at a time: (partitions,
         the read errors by index, states with None where missing or unreadable, the decoding errors by
         index). Streamed: each batch is decoded while ZooKeeper answers the next reads; the reply bytes
         of a batch are dropped once it is decoded."""
-        unique = list(dict.fromkeys(partitions))
+        unique: list[TopicPartition]
+        if not distinct:
+            unique = list(dict.fromkeys(partitions))
+        else:
+            unique = partitions if isinstance(partitions, list) else list(partitions)
         decode = codecs.decode_partition_states
         isrs: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct ISR
         start = 0
