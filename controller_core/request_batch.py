@@ -542,7 +542,7 @@ class ControllerBrokerRequestBatch:
         live_leaders: dict[int, LiveLeader] = {}
         # Per shared part (by identity; alive through this call): its leaders and topics, found once for
         # all the brokers whose requests hold it instead of once per broker.
-        part_names: dict[int, tuple[set[int], set[str]]] = {}
+        of_parts: dict[int, tuple[set[int], tuple[str, ...]]] = {}
         with_ids = bool(ctx.topic_ids)
         for broker_id in sorted(self._leader_and_isr):
             if broker_id not in registered:
@@ -550,24 +550,14 @@ class ControllerBrokerRequestBatch:
             pending = self._leader_and_isr[broker_id]
             parts = self._leader_and_isr_parts.get(broker_id)
             states: list[LeaderAndIsrPartitionState]
-            leader_ids: set[int] = set()
-            topics: set[str] = set()
             if parts and len(pending) >= len(parts) * _MIN_PART:
                 states = PartedList(pending.values())  # the concatenation of ``parts``, by construction
                 states.parts = parts
-                for part in parts:
-                    names = part_names.get(id(part))
-                    if names is None:
-                        names = part_names[id(part)] = (
-                            set(map(_LEADER, part)),
-                            set(map(_TOPIC, part)) if with_ids else set(),
-                        )
-                    leader_ids |= names[0]
-                    topics |= names[1]
+                leader_ids, topics = _leaders_and_topics_of_parts(parts, of_parts)
             else:
                 states = list(pending.values())
                 leader_ids = set(map(_LEADER, states))
-                topics = set(map(_TOPIC, states)) if with_ids else topics
+                topics = set(map(_TOPIC, states)) if with_ids else set()
             leaders: list[LiveLeader] = []
             for leader_id in sorted(leader_ids):
                 if leader_id in registered:
@@ -830,3 +820,24 @@ def _deliver_stop_replica(
         errors = dict.fromkeys(deleting, decoded.error_code)
     if errors:
         handler(broker_id, decoded.error_code, errors)
+
+
+def _leaders_and_topics_of_parts(
+    parts: list[SharedList[LeaderAndIsrPartitionState]], seen: dict[int, tuple[set[int], tuple[str, ...]]]
+) -> tuple[set[int], set[str]]:
+    """The leaders and the topics of the states of a ``PartedList`` made of ``parts``, each part's
+    looked at once for every broker whose request holds it (``seen``, by part): a takeover's parts
+    go to each of their replicas, and a loop over every broker's states was a third of its replica
+    state machine start-up. The topics are the set ``set(map(_TOPIC, states))`` would build, added
+    in the same order (each part's distinct topics in order, the parts in order) and one by one (a
+    set updated from a dict or a set is resized ahead to another size: another iteration order), so
+    the request's ``topic_ids`` come out in the same order, byte for byte."""
+    leaders: set[int] = set()
+    topics: set[str] = set()
+    for part in parts:
+        known = seen.get(id(part))
+        if known is None:
+            known = seen[id(part)] = (set(map(_LEADER, part)), tuple(dict.fromkeys(map(_TOPIC, part))))
+        leaders |= known[0]
+        topics.update(known[1])
+    return leaders, topics

@@ -414,3 +414,27 @@ def test_the_kept_context_and_the_view_share_one_partition_key_and_one_topic_nam
     for tp in warm.ctx.table.tps:
         assert view_keys[tp] is tp
     assert len({id(tp.topic) for tp in warm.ctx.table.tps}) == 1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_parted_lists_leaders_and_topics_are_those_of_its_states_in_the_same_order(seed: int) -> None:
+    # The takeover's LeaderAndIsr takes them part by part (each shared part once for all its
+    # brokers); ``topic_ids`` is built by iterating the topic set, so its order is the wire's.
+    from controller_core.request_batch import _leaders_and_topics_of_parts
+
+    rng = random.Random(seed)
+    topics = rng.choice([3, 30, 300, 3000])
+    parts: list[Any] = [
+        [_PartState(f"t{rng.randrange(topics)}", rng.randrange(10)) for _ in range(rng.randint(0, 400))]
+        for _ in range(rng.randint(1, 12))
+    ]
+    states = [state for part in parts for state in part]
+    leaders, in_order = _leaders_and_topics_of_parts(parts, {})
+    assert leaders == {s.leader for s in states}
+    assert list(in_order) == list(set(s.topic for s in states))
+
+
+@dataclass
+class _PartState:
+    topic: str
+    leader: int
