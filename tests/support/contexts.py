@@ -4,6 +4,7 @@ kept context has emptied rows a fresh one never had."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from controller_core.context import ControllerContext
@@ -48,23 +49,27 @@ def context_fields(ctx: ControllerContext) -> dict[str, Any]:
     }
 
 
+def load_brokers_topics_and_assignments(ctx: ControllerContext, store: ZkStore, topics: Collection[str]) -> None:
+    """The brokers, topics and assignments of a cold failover's first reads
+    (``Controller._load_controller_context``), the assignments read for ``topics`` in their order."""
+    ctx.set_live_brokers(store.get_all_broker_registrations().values())
+    ctx.set_all_topics(set(store.get_all_topics()))
+    for topic, assignment in store.get_replica_assignments(topics).items():
+        if assignment.topic_id:
+            ctx.add_topic_id(topic, assignment.topic_id)
+        by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
+        ctx.load_topic_assignment(topic, by_partition)
+        ctx.partitions_being_reassigned.update(tp for tp, a in by_partition.items() if a.is_being_reassigned)
+
+
 def cold_loaded_context(store: ZkStore, controller_id: int = -1) -> ControllerContext:
     """What a cold failover holds after its reads (``Controller._load_controller_context``) and its
     state machines' initializations, before their first transitions: Kafka's rules, written out
     independently of the warm standby's code (the oracle of its property test)."""
-    from controller_core.model import TopicPartition as TP
     from controller_core.states import PartitionState, ReplicaState
 
     ctx = ControllerContext(controller_id)
-    ctx.set_live_brokers(store.get_all_broker_registrations().values())
-    topics = set(store.get_all_topics())
-    ctx.set_all_topics(topics)
-    for topic, assignment in store.get_replica_assignments(topics).items():
-        if assignment.topic_id:
-            ctx.add_topic_id(topic, assignment.topic_id)
-        by_partition = {TP(topic, p): a for p, a in assignment.partitions.items()}
-        ctx.load_topic_assignment(topic, by_partition)
-        ctx.partitions_being_reassigned.update(tp for tp, a in by_partition.items() if a.is_being_reassigned)
+    load_brokers_topics_and_assignments(ctx, store, set(store.get_all_topics()))
     ctx.load_partition_leadership_info(store.get_partition_leadership(ctx.all_partitions()))
     live = ctx.live_broker_ids
     # ReplicaStateMachine.startup, step 1.

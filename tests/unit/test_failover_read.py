@@ -22,7 +22,7 @@ from controller_core.zk import paths
 from controller_core.zk.paths import under_chroot
 from controller_core.zk.store.topics import LeadershipBatch, _StatePaths
 from scripts.support.fakes import Harness, make_harness
-from tests.support.contexts import context_fields
+from tests.support.contexts import context_fields, load_brokers_topics_and_assignments
 from tests.unit.test_warm_context import _Cluster, _ViewStore
 
 
@@ -60,14 +60,7 @@ def _loaded(view: ClusterView) -> tuple[ControllerContext, _BatchedStore]:
     """Brokers, topics and assignments loaded as ``Controller._load_controller_context`` loads them."""
     store = _BatchedStore(view, size=3)
     ctx = ControllerContext(1)
-    ctx.set_live_brokers(store.get_all_broker_registrations().values())
-    ctx.set_all_topics(store.get_all_topics())
-    for topic, assignment in store.get_replica_assignments(view.topics).items():
-        if assignment.topic_id:
-            ctx.add_topic_id(topic, assignment.topic_id)
-        by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
-        ctx.load_topic_assignment(topic, by_partition)
-        ctx.partitions_being_reassigned.update(tp for tp, a in by_partition.items() if a.is_being_reassigned)
+    load_brokers_topics_and_assignments(ctx, store, view.topics)  # type: ignore[arg-type]
     return ctx, store
 
 

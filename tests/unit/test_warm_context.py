@@ -36,7 +36,7 @@ from controller_core.standby.warm_context import (
 from controller_core.zk import codecs
 from controller_core.zk.codecs import TopicAssignment
 from scripts.support.fakes import make_harness
-from tests.support.contexts import cold_loaded_context, context_fields
+from tests.support.contexts import cold_loaded_context, context_fields, load_brokers_topics_and_assignments
 
 BROKERS = (1, 2, 3, 4, 5)
 TOPICS = ("a", "b", "c", "d")
@@ -245,14 +245,7 @@ def test_a_failover_start_up_on_it_does_what_it_does_on_a_cold_load(seed: int) -
         if kept is None:
             cold = ControllerContext(1)
             store = _ViewStore(view)
-            cold.set_live_brokers(store.get_all_broker_registrations().values())
-            cold.set_all_topics(store.get_all_topics())
-            for topic, assignment in store.get_replica_assignments(view.topics).items():
-                if assignment.topic_id:
-                    cold.add_topic_id(topic, assignment.topic_id)
-                by_partition = {TopicPartition(topic, p): a for p, a in assignment.partitions.items()}
-                cold.load_topic_assignment(topic, by_partition)
-                cold.partitions_being_reassigned.update(t for t, a in by_partition.items() if a.is_being_reassigned)
+            load_brokers_topics_and_assignments(cold, store, view.topics)  # type: ignore[arg-type]
             cold.load_partition_leadership_info(store.get_partition_leadership(cold.all_partitions()))
             adopt(h.ctx, cold)
         else:
