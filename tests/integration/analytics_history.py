@@ -45,6 +45,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -370,11 +371,32 @@ def chained(spark: SparkSession, history: Path, shared_dir: SharedDir) -> tuple[
     return output, first, second
 
 
-def table(spark: SparkSession, run_dir: Path, name: str) -> list[dict[str, Any]]:
+def table(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """A result table's rows for ``CLUSTER`` as ``Row.asDict(recursive=True)`` gives them (timestamps as
+    naive local times, dates as dates, structs as dicts), read with pyarrow: a Spark read is two
+    jobs on the shared server, for a few rows the tests only compare."""
     path = run_dir / name / f"cluster={CLUSTER}"
-    if not path.is_dir():
-        return []
-    return [row.asDict(recursive=True) for row in spark.read.parquet(str(path)).collect()]
+    files = sorted(p for p in path.glob("*.parquet") if not p.name.startswith((".", "_"))) if path.is_dir() else []
+    return [{k: _as_spark_collects(v) for k, v in row.items()} for f in files for row in _rows(f)]
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    # Spark writes timestamps as INT96; read at microseconds they come out as datetimes (at pyarrow's
+    # default nanoseconds, as pandas Timestamps).
+    rows: list[dict[str, Any]] = pq.read_table(path, coerce_int96_timestamp_unit="us").to_pylist()
+    return rows
+
+
+def _as_spark_collects(value: Any) -> Any:
+    """One value as a PySpark ``collect`` returns it: a timestamp in the local time zone, without one."""
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware.astimezone().replace(tzinfo=None)
+    if isinstance(value, list):
+        return [_as_spark_collects(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_spark_collects(v) for k, v in value.items()}
+    return value
 
 
 def by(rows: list[dict[str, Any]], *keys: str) -> dict[Any, dict[str, Any]]:

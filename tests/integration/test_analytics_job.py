@@ -54,8 +54,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 # --- the job's answers -----------------------------------------------------------------------------------
 
 
-def test_it_finds_every_unavailability_interval(spark: SparkSession, both_days: Path) -> None:
-    rows = sorted(table(spark, both_days, "unavailability_intervals"), key=lambda r: r["start_ms"])
+def test_it_finds_every_unavailability_interval(both_days: Path) -> None:
+    rows = sorted(table(both_days, "unavailability_intervals"), key=lambda r: r["start_ms"])
     got = [
         (r["topic"], r["partition"], r["start_ms"], r["end_ms"], r["duration_ms"], r["cause_broker"], r["end_reason"])
         for r in rows
@@ -74,8 +74,8 @@ def test_it_finds_every_unavailability_interval(spark: SparkSession, both_days: 
     assert [e[1] for e in estimated[:3] + estimated[4:]] == [r["start_ms"] for r in rows[:3] + rows[4:]]
 
 
-def test_it_computes_availability_and_mttr_per_topic_and_day(spark: SparkSession, both_days: Path) -> None:
-    rows = by(table(spark, both_days, "topic_daily"), "topic", "day")
+def test_it_computes_availability_and_mttr_per_topic_and_day(both_days: Path) -> None:
+    rows = by(table(both_days, "topic_daily"), "topic", "day")
     orders1, payments1 = rows[("orders", D1)], rows[("payments", D1)]
     orders2, payments2 = rows[("orders", D2)], rows[("payments", D2)]
     assert orders1["partitions"] == 3  # orders-2 is known only from the failover snapshot
@@ -94,8 +94,8 @@ def test_it_computes_availability_and_mttr_per_topic_and_day(spark: SparkSession
     assert (payments2["availability"], payments2["outages"], payments2["mttr_ms"]) == (1.0, 0, None)
 
 
-def test_it_attributes_outages_to_the_broker_lost_and_the_partition(spark: SparkSession, both_days: Path) -> None:
-    brokers = by(table(spark, both_days, "broker_daily"), "broker", "day")
+def test_it_attributes_outages_to_the_broker_lost_and_the_partition(both_days: Path) -> None:
+    brokers = by(table(both_days, "broker_daily"), "broker", "day")
     assert set(brokers) == {(1, D1), (3, D1), (1, D2)}
     b1, b3, b1_d2 = brokers[(1, D1)], brokers[(3, D1)], brokers[(1, D2)]
     assert (b1["outages"], b1["recoveries"], b1["mttr_ms"]) == (2, 1, pytest.approx(500.0))
@@ -103,16 +103,16 @@ def test_it_attributes_outages_to_the_broker_lost_and_the_partition(spark: Spark
     assert (b3["outages"], b3["recoveries"]) == (3, 3)
     assert b3["mttr_ms"] == pytest.approx((1000.0 + 1_800_500.0 + 20_000.0) / 3)
     assert (b1_d2["outages"], b1_d2["recoveries"], b1_d2["leaderless_ms"]) == (0, 1, pytest.approx(60_000.0))
-    parts = by(table(spark, both_days, "partition_daily"), "topic", "partition", "day")
+    parts = by(table(both_days, "partition_daily"), "topic", "partition", "day")
     assert parts[("payments", 0, D1)]["outages"] == 2
     assert parts[("orders", 0, D1)]["leaderless_ms"] == pytest.approx(60_500.0)
     assert parts[("orders", 0, D2)]["mttr_ms"] == pytest.approx(120_000.0)
 
 
-def test_it_counts_elections_by_strategy_and_cause_and_lists_unclean_ones(spark: SparkSession, both_days: Path) -> None:
+def test_it_counts_elections_by_strategy_and_cause_and_lists_unclean_ones(both_days: Path) -> None:
     rows = {
         (r["day"], r["strategy"], r["cause"]): (r["elections"], r["unclean"])
-        for r in table(spark, both_days, "elections_daily")
+        for r in table(both_days, "elections_daily")
     }
     assert rows == {
         (D1, "offline", "BrokerChange"): (4, 1),
@@ -120,7 +120,7 @@ def test_it_counts_elections_by_strategy_and_cause_and_lists_unclean_ones(spark:
         (D2, "offline", "BrokerChange"): (1, 0),
         (D2, "controlled_shutdown", "ControlledShutdown"): (1, 0),
     }
-    [unclean] = table(spark, both_days, "unclean_elections")
+    [unclean] = table(both_days, "unclean_elections")
     assert (unclean["topic"], unclean["partition"], unclean["ts"]) == ("payments", 0, ms(D1, 23, 0, 2))
     assert (unclean["leader_before"], unclean["leader_after"], unclean["isr_before"], unclean["isr_after"]) == (
         3,
@@ -131,8 +131,8 @@ def test_it_counts_elections_by_strategy_and_cause_and_lists_unclean_ones(spark:
     assert (unclean["epoch"], unclean["strategy"]) == (2, "offline")
 
 
-def test_it_carries_leaders_forward_minute_by_minute(spark: SparkSession, both_days: Path) -> None:
-    rows = table(spark, both_days, "leader_counts")
+def test_it_carries_leaders_forward_minute_by_minute(both_days: Path) -> None:
+    rows = table(both_days, "leader_counts")
     assert len(rows) == 3 * 2 * 1440  # brokers x minutes: never partitions x minutes
 
     def counts(day: date, hh: int, mm: int) -> dict[int, int]:
@@ -151,14 +151,14 @@ def test_it_carries_leaders_forward_minute_by_minute(spark: SparkSession, both_d
     assert counts(D2, 0, 1) == {1: 2, 2: 0, 3: 1}
     assert counts(D2, 8, 0) == {1: 3, 2: 0, 3: 0}
     assert counts(D2, 23, 59) == {1: 3, 2: 0, 3: 0}
-    skew = {r["minute"].timestamp(): r for r in table(spark, both_days, "leader_skew")}
+    skew = {r["minute"].timestamp(): r for r in table(both_days, "leader_skew")}
     assert skew[at(D1, 0, 0)]["skew"] == pytest.approx(2.0)
     assert skew[at(D2, 8, 0)]["skew"] == pytest.approx(3.0)
     assert (skew[at(D2, 8, 0)]["max_leaders"], skew[at(D2, 8, 0)]["min_leaders"]) == (3, 0)
 
 
-def test_it_measures_the_controller_failover(spark: SparkSession, both_days: Path) -> None:
-    [failover] = table(spark, both_days, "failovers")
+def test_it_measures_the_controller_failover(both_days: Path) -> None:
+    [failover] = table(both_days, "failovers")
     assert (failover["controller_epoch"], failover["controller_id"]) == (2, 2)
     assert (failover["previous_epoch"], failover["previous_controller_id"]) == (1, 1)
     assert failover["previous_last_ms"] == ms(D1, 12, 0)
@@ -167,8 +167,8 @@ def test_it_measures_the_controller_failover(spark: SparkSession, both_days: Pat
     assert failover["failover_ms"] == pytest.approx(2000.0)
 
 
-def test_it_times_reassignments_per_partition_and_action(spark: SparkSession, both_days: Path) -> None:
-    rows = by(table(spark, both_days, "reassignments"), "topic", "partition")
+def test_it_times_reassignments_per_partition_and_action(both_days: Path) -> None:
+    rows = by(table(both_days, "reassignments"), "topic", "partition")
     orders1, payments0, orders0 = rows[("orders", 1)], rows[("payments", 0)], rows[("orders", 0)]
     assert (orders1["status"], orders1["started_ms"], orders1["ended_ms"]) == (
         "completed",
@@ -179,7 +179,7 @@ def test_it_times_reassignments_per_partition_and_action(spark: SparkSession, bo
     assert (orders1["origin_replicas"], orders1["target_replicas"]) == ([3, 2], [3, 1])
     assert (payments0["status"], payments0["duration_ms"]) == ("cancelled", pytest.approx(600_000.0))
     assert (orders0["status"], orders0["ended_ms"], orders0["duration_ms"]) == ("in_progress", None, None)
-    actions = table(spark, both_days, "reassignment_actions")
+    actions = table(both_days, "reassignment_actions")
     assert sorted((a["partitions"], a["completed"], a["cancelled"], a["in_progress"]) for a in actions) == [
         (1, 0, 0, 1),
         (1, 0, 1, 0),
@@ -187,8 +187,8 @@ def test_it_times_reassignments_per_partition_and_action(spark: SparkSession, bo
     ]
 
 
-def test_it_attributes_reassignments_to_the_operator_action_that_asked(spark: SparkSession, both_days: Path) -> None:
-    rows = by(table(spark, both_days, "reassignments"), "topic", "partition")
+def test_it_attributes_reassignments_to_the_operator_action_that_asked(both_days: Path) -> None:
+    rows = by(table(both_days, "reassignments"), "topic", "partition")
     orders1, payments0, orders0 = rows[("orders", 1)], rows[("payments", 0)], rows[("orders", 0)]
     # #101, not #102 (its request was written 4 hours before the move) nor beta's #107.
     assert (orders1["audit_action_id"], orders1["requested_by"], orders1["requested_partitions"]) == (101, "ann", 1)
@@ -199,7 +199,7 @@ def test_it_attributes_reassignments_to_the_operator_action_that_asked(spark: Sp
     # #104 was rejected: it never reached ZooKeeper, so the move is nobody's in the audit.
     assert (orders0["audit_action_id"], orders0["requested_by"], orders0["start_delay_ms"]) == (None, None, None)
 
-    actions = by(table(spark, both_days, "reassignment_actions"), "action_id")
+    actions = by(table(both_days, "reassignment_actions"), "action_id")
     first = actions["audit:101"]
     assert (first["audit_action_id"], first["requested_by"], first["partitions"], first["completed"]) == (
         101,
@@ -218,8 +218,8 @@ def test_it_attributes_reassignments_to_the_operator_action_that_asked(spark: Sp
     assert not unmatched[0]["action_id"].startswith("audit:")
 
 
-def test_it_counts_preferred_elections_per_operator_action(spark: SparkSession, both_days: Path) -> None:
-    actions = by(table(spark, both_days, "election_actions"), "audit_action_id")
+def test_it_counts_preferred_elections_per_operator_action(both_days: Path) -> None:
+    actions = by(table(both_days, "election_actions"), "audit_action_id")
     assert set(actions) == {105, 106}
     asked = actions[105]
     assert (asked["requested_by"], asked["requested_partitions"], asked["elected"]) == ("ann", 2, 2)
@@ -235,10 +235,10 @@ def test_it_counts_preferred_elections_per_operator_action(spark: SparkSession, 
     )
 
 
-def test_it_ranks_flapping_partitions_per_day(spark: SparkSession, both_days: Path) -> None:
+def test_it_ranks_flapping_partitions_per_day(both_days: Path) -> None:
     rows = {
         (r["day"], r["rank"]): (r["topic"], r["partition"], r["shrinks"], r["expands"], r["flaps"])
-        for r in table(spark, both_days, "isr_flapping")
+        for r in table(both_days, "isr_flapping")
     }
     assert rows == {
         (D1, 1): ("orders", 1, 4, 4, 4),
@@ -249,8 +249,8 @@ def test_it_ranks_flapping_partitions_per_day(spark: SparkSession, both_days: Pa
     }
 
 
-def _comparable(spark: SparkSession, run_dir: Path, name: str, day: date) -> list[tuple[Any, ...]]:
-    rows = table(spark, run_dir, name)
+def _comparable(run_dir: Path, name: str, day: date) -> list[tuple[Any, ...]]:
+    rows = table(run_dir, name)
     if name == "unavailability_intervals":
         rows = [r for r in rows if r["end_ms"] is None or r["end_ms"] > ms(day, 0, 0)]
     else:
@@ -262,7 +262,7 @@ def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
     spark: SparkSession, history: Path, both_days: Path, chained: tuple[Path, JobResult, JobResult], tmp_path: Path
 ) -> None:
     _, first, second = chained
-    [open_interval] = [r for r in table(spark, Path(first.output), "unavailability_intervals") if r["end_ms"] is None]
+    [open_interval] = [r for r in table(Path(first.output), "unavailability_intervals") if r["end_ms"] is None]
     assert (open_interval["topic"], open_interval["start_ms"]) == ("orders", ms(D1, 23, 59))
     assert second.warm_up_days == {CLUSTER: 0}  # started from the day-1 checkpoint
 
@@ -272,12 +272,12 @@ def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
     for result in (second, third):
         out = Path(result.output)
         for name in ("unavailability_intervals", "topic_daily", "broker_daily", "isr_flapping", "elections_daily"):
-            assert _comparable(spark, out, name, D2) == _comparable(spark, both_days, name, D2), name
-        counts = {(r["minute"], r["broker"]): r["leaders"] for r in table(spark, out, "leader_counts")}
-        full = {(r["minute"], r["broker"]): r["leaders"] for r in table(spark, both_days, "leader_counts")}
+            assert _comparable(out, name, D2) == _comparable(both_days, name, D2), name
+        counts = {(r["minute"], r["broker"]): r["leaders"] for r in table(out, "leader_counts")}
+        full = {(r["minute"], r["broker"]): r["leaders"] for r in table(both_days, "leader_counts")}
         assert counts == {k: v for k, v in full.items() if k[0] in {m for m, _ in counts}}
         assert len(counts) == 3 * 1440
-        assert sorted((r["topic"], r["status"]) for r in table(spark, out, "reassignments")) == [
+        assert sorted((r["topic"], r["status"]) for r in table(out, "reassignments")) == [
             ("orders", "in_progress"),
             ("payments", "cancelled"),
         ]
@@ -395,9 +395,7 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
         "election_actions",
         "isr_flapping",
     ):
-        assert sorted(map(repr, table(spark, from_parquet, name))) == sorted(
-            map(repr, table(spark, both_days, name))
-        ), name
+        assert sorted(map(repr, table(from_parquet, name))) == sorted(map(repr, table(both_days, name))), name
     assert _counts() == first  # the same days again: replaced, not duplicated
     exported = sorted((tmp_path / "audit" / CLUSTER).iterdir())
     assert [p.name for p in exported] == ["actions-2024-03-01.jsonl", "actions-2024-03-02.jsonl"]
@@ -423,7 +421,7 @@ def test_the_pipeline_compacts_runs_and_loads_idempotently(
 
 
 @pytest.fixture
-def loaded(spark: SparkSession, both_days: Path, db: None) -> None:
+def loaded(both_days: Path, db: None) -> None:
     load.load_run(both_days.parent.parent, D1, D2)
 
 
