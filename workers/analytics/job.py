@@ -42,6 +42,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from workers.analytics import actions as A
+from workers.analytics import collected
 from workers.analytics import metrics as M
 from workers.analytics import records as R
 from workers.analytics import transforms as X
@@ -73,6 +75,7 @@ from workers.analytics.session import (
     resolve,
 )
 from workers.analytics.small import engine as small_engine
+from workers.analytics.small.state import TABLE_SCHEMAS, write_state, write_table
 
 __all__ = [
     "MANIFESTS_DIR",
@@ -230,15 +233,18 @@ def run(
         return small_engine.run(config, progress)
     spark = build_spark() if spark is None else resolve(spark)
     window = config.window
-    report = _Progress(progress, steps=5 + len(TABLES) + (1 if config.closed else 0) + (1 if config.save_state else 0))
+    # A small input (a cursor run's few minutes, a quiet day) costs Spark's per-job and per-stage
+    # overhead, not its data: one task per shuffle instead of the session's several, no separate job
+    # checking the 64-bit partition key (walking by name gives the same rows), no adaptive
+    # execution, and the tables and state fetched in a few jobs and written by the driver
+    # (``_write_collected``) instead of one job each.
+    small = input_bytes(clusters) <= config.small_input_bytes
+    saves = (1 if config.closed else 0) + (1 if config.save_state else 0)
+    report = _Progress(progress, steps=6 if small else 5 + len(TABLES) + saves)
     names = [c.name for c in clusters]
     report.step(f"found input for {len(clusters)} cluster(s): {', '.join(names)}")
 
     seeds = {part: _read_state(spark, config, clusters, part) for part in STATE_PARTS}
-    # A small input (a cursor run's few minutes, a quiet day) costs Spark's per-stage overhead, not
-    # its data: one task per shuffle instead of the session's several, and no separate job checking
-    # the 64-bit partition key (walking by name gives the same rows).
-    small = input_bytes(clusters) <= config.small_input_bytes
 
     cached: list[DataFrame] = []
 
@@ -262,12 +268,11 @@ def run(
         ]
         # A large run fills each cache before the next step reads it (one pass over the input); a
         # small run does not wait: each wait is a round of job latency, and its caches fill with the
-        # first job that reads them.
-        barriers = not small or SMALL_RUN_BARRIERS
-        counting = [pool.submit(frame.count) for frame in parsed]
-        if barriers:
-            for count in counting:
-                count.result()
+        # first job that reads them. It counts its records in the jobs that fetch its results.
+        barriers = not small
+        counting = [pool.submit(frame.count) for frame in parsed] if barriers else []
+        for count in counting:
+            count.result()
         events = _union(frame.withColumn("cluster", F.lit(c.name)) for frame, c in zip(parsed, clusters, strict=True))
         assert events is not None  # discover() returned at least one cluster
         if barriers:
@@ -348,19 +353,25 @@ def run(
         if config.save_state:
             roots.append(state_root(config.output_dir, at_ms=window.effective_end_ms))
         writer = _Writer(config, names)
-        futures = {pool.submit(writer.write, name, frame): name for name, frame in tables.items()}
-        # The state's parts go in the same queue: small jobs overlap each other's latency.
-        saving = [_Checkpoint(pool, root, names, state) for root in roots]
-        for future in as_completed(futures):
-            future.result()
-            report.step(f"wrote {futures[future].replace('_', ' ')}")
-        per_cluster = dict(zip(names, (count.result() for count in counting), strict=True))
+        if small:
+            per_cluster = _write_collected(pool, config, names, tables, state, roots, events)
+            report.step(f"computed every table in {SMALL_RUN_FETCHES} Spark jobs and wrote them")
+            rows = writer.finish(config, per_cluster)
+            report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
+        else:
+            futures = {pool.submit(writer.write, name, frame): name for name, frame in tables.items()}
+            # The state's parts go in the same queue: small jobs overlap each other's latency.
+            saving = [_Checkpoint(pool, root, names, state) for root in roots]
+            for future in as_completed(futures):
+                future.result()
+                report.step(f"wrote {futures[future].replace('_', ' ')}")
+            per_cluster = dict(zip(names, (count.result() for count in counting), strict=True))
+            rows = writer.finish(config, per_cluster)
+            report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
+            for checkpoint in saving:
+                checkpoint.finish()
+                report.step(f"saved each partition's state ({checkpoint.root.name}) for the next run")
         records = sum(per_cluster.values())
-        rows = writer.finish(config, per_cluster)
-        report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
-        for checkpoint in saving:
-            checkpoint.finish()
-            report.step(f"saved each partition's state ({checkpoint.root.name}) for the next run")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for frame in cached:
@@ -386,16 +397,23 @@ def run(
 # A small run's shuffles: one task each. Measured on the benchmark's cursor run (2 records; warm
 # server, shared 2-core machine at load 6-7, runs alternated): with the key check skipped too,
 # 7.4-11.0 server CPU-s and 8.2-11.2 s wall, against 10.6-12.7 CPU-s and 9.6-14.7 s with 8 tasks.
-SMALL_RUN_CONF = {"spark.sql.shuffle.partitions": "1"}
+# And no adaptive execution: it makes every shuffle stage a job of its own and re-plans the rest of
+# the query after each, which a run of a few thousand records pays for and never gains from. The
+# same cursor run (``local[2]`` server, warm, load 2.5-3, runs alternated) took 29 jobs, 52 stages,
+# 6.5-7.6 s and 10.2-13.3 server CPU-s without it, against 66 jobs, 65 stages, 8.3-8.9 s and
+# 14.8-15.8 CPU-s with it.
+SMALL_RUN_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 #: Spark jobs submitted side by side (a small run's wait on scheduling and commit latency). Eight
 #: instead of four gained nothing measurable on the benchmark's cursor run.
 THREADS = 4
 SMALL_RUN_THREADS = 4
-#: Whether a small run waits for its caches to fill before the next step. Not waiting: the same
-#: cursor run (4 runs each, alternated, one warm server, load average 5-7) took 7.6-9.1 s wall
-#: against 8.2-12.3 s with the waits, but the benchmark's one cursor run then used 26.4 server CPU-s
-#: (17.2 s with them): concurrent jobs can each compute a cache not yet filled. Kept until measured.
-SMALL_RUN_BARRIERS = True
+#: A small run fetches its tables and state parts (``collected``) in this many jobs side by side,
+#: without waiting for its caches first. The demo cluster's two days recomputed (1,986 records,
+#: 17,345 result rows; ``local[2]`` server, warm, load 6, runs alternated): 10 jobs, 31 stages,
+#: 7.0-7.5 s and 10.9-12.8 server CPU-s, against 28 jobs, 50 stages, 8.2-11.4 s and 12.9-16.1 CPU-s
+#: writing each table as a job with waits (no adaptive execution in either). One fetch job instead
+#: of four: 8.4-11.8 s (its whole plan is prepared and compiled on one driver thread).
+SMALL_RUN_FETCHES = 4
 
 
 def _small_run_settings(spark: SparkSession) -> dict[str, str | None]:
@@ -412,6 +430,32 @@ def _restore_settings(spark: SparkSession, restore: dict[str, str | None]) -> No
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
+
+
+def _write_collected(
+    pool: ThreadPoolExecutor,
+    config: JobConfig,
+    names: Sequence[str],
+    tables: dict[str, DataFrame],
+    state: dict[str, DataFrame],
+    roots: Sequence[Path],
+    events: DataFrame,
+) -> dict[str, int]:
+    """A small run's tables and saved state fetched in a few jobs and written here (``collected``),
+    its records counted in the same jobs. Returns the records per cluster."""
+    frames = {**tables, **{f"_state/{part}": frame for part, frame in state.items()}}
+    frames["_records"] = events.groupBy("cluster").agg(F.count(F.lit(1)).alias("records"))
+    keys = list(frames)
+    groups = [keys[i::SMALL_RUN_FETCHES] for i in range(SMALL_RUN_FETCHES)]
+    fetched: dict[str, pa.Table] = {}
+    for part in pool.map(lambda group: collected.collect({key: frames[key] for key in group}), groups):
+        fetched.update(part)
+    for name in TABLES:
+        write_table(config.run_dir / name, names, fetched[name], TABLE_SCHEMAS[name])
+    for root in roots:
+        write_state(root, names, {part: fetched[f"_state/{part}"] for part in STATE_PARTS})
+    per_cluster = {row["cluster"]: int(row["records"]) for row in fetched["_records"].to_pylist()}
+    return {name: per_cluster.get(name, 0) for name in names}
 
 
 def _materialise(pool: ThreadPoolExecutor, *frames: DataFrame) -> None:

@@ -3,17 +3,19 @@
 The files are laid out and typed as Spark's writes are (``<table>/cluster=<name>/*.parquet``, the
 cluster in the directory name, the column types below), so ``load`` and the next run, whichever
 engine it takes, read them the same way. Day columns are written as dates and minutes as
-timestamps (``transforms.with_dates``/``minute_timestamps``).
+timestamps (``transforms.with_dates``/``minute_timestamps``). Spark's small runs write their
+tables and state here too (``write_table``, from the Arrow tables ``collected`` fetches).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from workers.analytics.small.events import Record
@@ -226,23 +228,37 @@ def write_rows(
     path: Path, clusters: Sequence[str], rows: Sequence[Record], columns: list[tuple[str, pa.DataType]]
 ) -> None:
     """Replace ``clusters``' files under ``path`` with ``rows`` (a cluster without rows gets no directory)."""
+    write_table(path, clusters, _arrow(rows, [("cluster", _S), *columns]), columns)
+
+
+def write_table(
+    path: Path, clusters: Sequence[str], table: pa.Table, columns: Sequence[tuple[str, pa.DataType]]
+) -> None:
+    """Replace ``clusters``' files under ``path`` with ``table``'s rows of each (split by its ``cluster``
+    column, cast to ``columns``); a cluster without rows gets no directory, as with Spark's writes."""
     for cluster in clusters:
         shutil.rmtree(path / f"cluster={cluster}", ignore_errors=True)
     for cluster in clusters:
-        mine = [r for r in rows if r["cluster"] == cluster]
-        if not mine:
+        mine = table.filter(pc.equal(table.column("cluster"), cluster))
+        if mine.num_rows == 0:
             continue
+        typed = pa.Table.from_arrays(
+            [mine.column(name).cast(kind) for name, kind in columns], names=[name for name, _ in columns]
+        )
         directory = path / f"cluster={cluster}"
         directory.mkdir(parents=True, exist_ok=True)
-        pq.write_table(_arrow(mine, columns), directory / "part-00000-python.snappy.parquet", compression="snappy")
+        pq.write_table(typed, directory / "part-00000-python.snappy.parquet", compression="snappy")
 
 
-def write_state(root: Path, clusters: Sequence[str], parts: dict[str, list[Record]]) -> None:
-    """Write a saved state's parts; the ``_complete-<cluster>`` marker last, as ``job._Checkpoint`` does."""
+def write_state(root: Path, clusters: Sequence[str], parts: Mapping[str, Sequence[Record] | pa.Table]) -> None:
+    """Write a saved state's parts (rows, or Arrow tables with ``cluster``); the ``_complete-<cluster>``
+    marker last, as ``job._Checkpoint`` does."""
     for cluster in clusters:
         (root / f"_complete-{cluster}").unlink(missing_ok=True)
     for part in STATE_PARTS:
-        write_rows(root / part, clusters, parts[part], STATE_SCHEMAS[part])
+        rows, columns = parts[part], STATE_SCHEMAS[part]
+        table = rows if isinstance(rows, pa.Table) else _arrow(rows, [("cluster", _S), *columns])
+        write_table(root / part, clusters, table, columns)
     for cluster in clusters:
         for part in STATE_PARTS:
             (root / part / f"cluster={cluster}").mkdir(parents=True, exist_ok=True)
