@@ -28,9 +28,12 @@ pytestmark = pytest.mark.unit
 SHUTTING_DOWN = 5
 
 
-def _cluster(seed: int) -> Harness:
-    """300 partitions over 5 brokers, random replica lists and ISRs, decisions on the cache."""
-    return random_cluster(seed, partitions=300, topics=7, in_sync=0.85)
+def _cluster(seed: int, decide_from_cache: bool = True) -> Harness:
+    """300 partitions over 5 brokers, random replica lists and ISRs, decisions on the cache (or, as
+    Kafka decides, on states read first)."""
+    h = random_cluster(seed, partitions=300, topics=7, in_sync=0.85)
+    h.psm.decide_from_cache = h.rsm.decide_from_cache = decide_from_cache
+    return h
 
 
 @contextmanager
@@ -56,9 +59,13 @@ def _what_happened(h: Harness, marks: list[int]) -> tuple[Any, ...]:
 
 
 def _run(
-    monkeypatch: pytest.MonkeyPatch, pipelined: bool, seed: int, faults: Callable[[Harness], None]
+    monkeypatch: pytest.MonkeyPatch,
+    pipelined: bool,
+    seed: int,
+    faults: Callable[[Harness], None],
+    decide_from_cache: bool = True,
 ) -> tuple[tuple[Any, ...], list[int], type[Exception] | None]:
-    h = _cluster(seed)
+    h = _cluster(seed, decide_from_cache)
     faults(h)
     raised: type[Exception] | None = None
     with monkeypatch.context() as m:
@@ -107,6 +114,7 @@ def _fenced_in_second_round(h: Harness) -> None:
     h.store.elect_other_controller_after(len(led) + 11)
 
 
+@pytest.mark.parametrize("decide_from_cache", [True, False], ids=["on_cache", "read_first"])
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize(
     "faults",
@@ -114,10 +122,10 @@ def _fenced_in_second_round(h: Harness) -> None:
     ids=lambda f: f.__name__,
 )
 def test_the_pipelined_rounds_do_what_two_rounds_do(
-    monkeypatch: pytest.MonkeyPatch, seed: int, faults: Callable[[Harness], None]
+    monkeypatch: pytest.MonkeyPatch, seed: int, faults: Callable[[Harness], None], decide_from_cache: bool
 ) -> None:
-    pipelined, pipelined_calls, pipelined_raised = _run(monkeypatch, True, seed, faults)
-    two_rounds, two_rounds_calls, two_rounds_raised = _run(monkeypatch, False, seed, faults)
+    pipelined, pipelined_calls, pipelined_raised = _run(monkeypatch, True, seed, faults, decide_from_cache)
+    two_rounds, two_rounds_calls, two_rounds_raised = _run(monkeypatch, False, seed, faults, decide_from_cache)
     assert pipelined_raised is two_rounds_raised
     for name, a, b in zip(
         ("requests", "records", "cache", "states", "send_held", "replica states", "znodes"),
