@@ -77,7 +77,7 @@ class _IsrRound:
     unconfirmed: list[int] = field(default_factory=list)
     """Cached states without the replica in the ISR: confirmed on ZooKeeper in the next round."""
     writes: TrailingWrites | None = None
-    """``adjusted`` carried behind another machine's writes (``plan_offline``), or None: written here."""
+    """``adjusted`` carried behind another machine's writes (``offline_planned``), or None: written here."""
 
 
 class ReplicaStateMachine(StateMachineParts):
@@ -427,7 +427,7 @@ class ReplicaStateMachine(StateMachineParts):
     ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
         """One round: decide on the leadership column (``from_cache``; partitions not cached are read)
         or on ZooKeeper's states, write, cache and record; returns the finished partitions' outcomes
-        and the numbers to retry on fresh reads. The round ``plan_offline`` decided is taken as it is."""
+        and the numbers to retry on fresh reads. The round ``offline_planned`` decided is taken as it is."""
         planned, self._planned = self._planned, None
         if planned is not None and from_cache == self.decide_from_cache and planned[:2] == (broker_id, ids):
             decided = planned[2]
