@@ -48,13 +48,26 @@ def move_off_broker(
     """Move leadership off ``broker_id`` and take it out of the ISRs it is in (the broker is already
     marked shutting down): elect its partitions' new leaders (``ControlledShutdownStrategy``) and
     hand their LeaderAndIsr over (``send_held``) before anything else, then StopReplica (keep the
-    log) for the partitions it follows and those replicas to Offline, which shrinks their ISRs."""
+    log) for the partitions it follows and those replicas to Offline, which shrinks their ISRs.
+
+    The requests go out in that order, and the state machines record, cache and request in that order,
+    as in Kafka; only ZooKeeper's writes overlap: the ISR removals of the followed partitions (none of
+    them led, so the leader moves change nothing they are decided from) are decided on the cache first
+    and carried behind the leader moves in one stream of pipelined fenced multis (``TrailingWrites``),
+    so ZooKeeper applies them while the event thread takes the leader moves' results, sends their
+    LeaderAndIsr and the StopReplica, instead of waiting for that between two rounds. Every write stays
+    conditional on its znode's version and fenced by the epoch; a conflict is re-read and retried by
+    its own machine, a fence raises where its outcome is taken."""
     led, followed = partitions_to_move(ctx, broker_id)
-    if led:
-        partition_sm.handle_partition_ids(led, PartitionState.ONLINE, ControlledShutdownStrategy())
-        send_held()  # the new leaders take over before the ISR shrinks below
-    if followed:
-        batch.new_batch()
-        batch.add_stop_replica_requests_by_id(broker_id, followed, delete_partition=False)
-        batch.send_requests_to_brokers(ctx.epoch)
-        replica_sm.handle_replica_ids(broker_id, followed, ReplicaState.OFFLINE)
+    with (
+        replica_sm.offline_planned(broker_id, followed if led else []) as shrinks,
+        partition_sm.carrying(shrinks),
+    ):
+        if led:
+            partition_sm.handle_partition_ids(led, PartitionState.ONLINE, ControlledShutdownStrategy())
+            send_held()  # the new leaders take over before the ISR shrinks below
+        if followed:
+            batch.new_batch()
+            batch.add_stop_replica_requests_by_id(broker_id, followed, delete_partition=False)
+            batch.send_requests_to_brokers(ctx.epoch)
+            replica_sm.handle_replica_ids(broker_id, followed, ReplicaState.OFFLINE)

@@ -16,8 +16,10 @@ Failure behaviour (§3.2, §15.7):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from controller_core.errors import ControllerMovedError, StateChangeFailedError
 from controller_core.model import (
@@ -32,7 +34,7 @@ from controller_core.ports import PartitionStateRead, ZkCode
 from controller_core.record_kinds import RecordKind
 from controller_core.request_batch import LeaderAndIsrGroups, LeaderAndIsrIdEntry
 from controller_core.state_change_log import PartitionRow
-from controller_core.state_machine_parts import StateMachineParts
+from controller_core.state_machine_parts import StateMachineParts, TrailingWrites
 from controller_core.states import ReplicaState, invalid_transition_error
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,24 @@ def _split(
     )
 
 
+@dataclass(slots=True)
+class _IsrRound:
+    """One round of ISR removals as decided (``ReplicaStateMachine._decide_isr_removals``)."""
+
+    finished: dict[int, LeaderIsrAndControllerEpoch | Exception] = field(default_factory=dict)
+    """Partitions done without a write: the errors (the states read are added when cached)."""
+    current: dict[int, LeaderAndIsr] = field(default_factory=dict)
+    """Read from ZooKeeper with the replica already out of the ISR: cached as they are."""
+    adjusted: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    """The states to write, in the order of ``adjusted_ids`` and ``before``."""
+    adjusted_ids: list[int] = field(default_factory=list)
+    before: list[LeaderAndIsr] = field(default_factory=list)
+    unconfirmed: list[int] = field(default_factory=list)
+    """Cached states without the replica in the ISR: confirmed on ZooKeeper in the next round."""
+    writes: TrailingWrites | None = None
+    """``adjusted`` carried behind another machine's writes (``offline_planned``), or None: written here."""
+
+
 class ReplicaStateMachine(StateMachineParts):
     """Move replicas between the seven replica states, with Kafka's side effects.
 
@@ -69,6 +89,9 @@ class ReplicaStateMachine(StateMachineParts):
         rsm.startup()                                    # at failover
         rsm.handle_state_changes(ctx.replicas_on_brokers({3}), ReplicaState.OFFLINE)
     """
+
+    _planned: tuple[int, list[int], _IsrRound] | None = None
+    """The first ISR-removal round ``offline_planned`` decided: its broker, its partitions, its decisions."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -370,16 +393,56 @@ class ReplicaStateMachine(StateMachineParts):
                 )
         return results
 
+    @contextmanager
+    def offline_planned(self, broker_id: int, ids: Sequence[int]) -> Iterator[TrailingWrites | None]:
+        """Decide now, on the cache, the first round of taking ``broker_id`` out of the ISRs of the
+        partitions numbered ``ids`` (``handle_replica_ids(broker_id, ids, OFFLINE)``, which a controlled
+        shutdown runs after its leader moves) and return its writes, for the leader moves to carry
+        behind theirs (``StateMachineParts.carrying``): ZooKeeper then applies both rounds in one
+        pipeline. Nothing is recorded, cached or logged here; ``handle_replica_ids`` does all of it as
+        it would, taking the carried writes' outcomes instead of writing them, within the block (the
+        plan is dropped at its end). None when there is nothing to write.
+
+        The plan holds while nothing else changes these partitions (the leader moves act on others):
+        ``handle_replica_ids`` uses it only for the same broker and the same partitions with leadership
+        (every replica valid for Offline); otherwise it decides again, and a carried write that landed
+        meanwhile is a version conflict its re-read settles."""
+        leadership = self._ctx.table.leadership
+        with_leadership = [pid for pid in ids if leadership[pid] is not None]
+        planned = None
+        if with_leadership:
+            planned = self._decide_isr_removals(broker_id, with_leadership, self.decide_from_cache)
+        if planned is None or not planned.adjusted:
+            yield None
+            return
+        planned.writes = TrailingWrites(planned.adjusted)
+        self._planned = (broker_id, with_leadership, planned)
+        try:
+            yield planned.writes
+        finally:
+            self._planned = None
+
     def _do_remove_replicas_from_isr(
         self, broker_id: int, ids: Sequence[int], from_cache: bool = False, on_cached: _OnCached | None = None
     ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
         """One round: decide on the leadership column (``from_cache``; partitions not cached are read)
         or on ZooKeeper's states, write, cache and record; returns the finished partitions' outcomes
-        and the numbers to retry on fresh reads."""
+        and the numbers to retry on fresh reads. The round ``offline_planned`` decided is taken as it is."""
+        planned, self._planned = self._planned, None
+        if planned is not None and from_cache == self.decide_from_cache and planned[:2] == (broker_id, ids):
+            decided = planned[2]
+        else:
+            decided = self._decide_isr_removals(broker_id, ids, from_cache)
+        return self._write_isr_removals(broker_id, decided, on_cached)
+
+    def _decide_isr_removals(self, broker_id: int, ids: Sequence[int], from_cache: bool) -> _IsrRound:
+        """A round's decisions, with nothing changed: per partition, an error, the state read when
+        there is nothing to write, or the ISR without ``broker_id`` to write."""
         ctx = self._ctx
         table = ctx.table
         tps, leadership = table.tps, table.leadership
-        finished: dict[int, LeaderIsrAndControllerEpoch | Exception] = {}
+        decided = _IsrRound()
+        finished = decided.finished
         missing = [pid for pid in ids if leadership[pid] is None] if from_cache else list(ids)
         reads: dict[int, PartitionStateRead] = {}
         if missing:
@@ -390,13 +453,14 @@ class ReplicaStateMachine(StateMachineParts):
             except ControllerMovedError:
                 raise
             except Exception as e:
-                return dict.fromkeys(ids, e), []
+                finished.update(dict.fromkeys(ids, e))
+                return decided
 
-        current: dict[int, LeaderAndIsr] = {}
-        adjusted: dict[TopicPartition, LeaderAndIsr] = {}
-        adjusted_ids: list[int] = []  # the numbers of adjusted's partitions, in its order
-        before: list[LeaderAndIsr] = []  # and the states they leave
-        unconfirmed: list[int] = []
+        current = decided.current
+        adjusted = decided.adjusted
+        adjusted_ids = decided.adjusted_ids  # the numbers of adjusted's partitions, in its order
+        before = decided.before  # and the states they leave
+        unconfirmed = decided.unconfirmed
         ok, no_node, epoch = ZkCode.OK, ZkCode.NO_NODE, ctx.epoch  # enum lookups hoisted: per-partition loop
         # The ISR without broker_id, per ISR: a shutdown's 20,000 partitions have a few dozen ISRs.
         shrunk: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -448,7 +512,18 @@ class ReplicaStateMachine(StateMachineParts):
             )
             adjusted_ids.append(pid)
             before.append(leader_and_isr)
+        return decided
 
+    def _write_isr_removals(
+        self, broker_id: int, decided: _IsrRound, on_cached: _OnCached | None
+    ) -> tuple[dict[int, LeaderIsrAndControllerEpoch | Exception], list[int]]:
+        """A decided round's effects: the states read are cached, the others written (or their carried
+        writes' outcomes taken), cached and recorded; returns the outcomes and the numbers to retry."""
+        ctx = self._ctx
+        epoch = ctx.epoch
+        finished = decided.finished
+        current, adjusted = decided.current, decided.adjusted
+        adjusted_ids, before = decided.adjusted_ids, decided.before
         kept: list[tuple[int, LeaderIsrAndControllerEpoch]] = []
         for pid, leader_and_isr in current.items():  # nothing to write: the cache takes what was read
             info = LeaderIsrAndControllerEpoch(leader_and_isr, epoch)
@@ -457,7 +532,7 @@ class ReplicaStateMachine(StateMachineParts):
         ctx.put_leadership_by_id(kept)
         if on_cached is not None and kept:
             on_cached(kept)
-        retry: list[int] = unconfirmed
+        retry: list[int] = decided.unconfirmed
         if adjusted:
             # Each slice of results is recorded, cached and handed to ``on_cached`` as its multis come
             # back, while ZooKeeper applies the next ones, even if a later multi fails.
@@ -473,7 +548,9 @@ class ReplicaStateMachine(StateMachineParts):
                     on_cached(taken)
 
             try:
-                for pid, left, (tp, outcome) in zip(adjusted_ids, before, self._write_states(adjusted), strict=True):
+                carried = None if decided.writes is None else decided.writes.outcomes()
+                outcomes = self._write_states(adjusted) if carried is None else carried
+                for pid, left, (tp, outcome) in zip(adjusted_ids, before, outcomes, strict=True):
                     if outcome is None:
                         retry.append(pid)
                     elif isinstance(outcome, Exception):

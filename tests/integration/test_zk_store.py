@@ -716,16 +716,19 @@ def test_preferred_replica_election_request_round_trip(
     zk: KazooClient, store: ZkStore, controller: ControllerEpoch
 ) -> None:
     assert store.get_preferred_replica_election() is None
-    store.create_preferred_replica_election_request([TP("t", 0), TP("t", 1)])
+    assert store.get_preferred_replica_election_entries() is None
+    store.create_preferred_replica_election_request([TP("t", 1), TP("t", 0)])
     with pytest.raises(ZkOperationError, match="already in progress"):
         store.create_preferred_replica_election_request([TP("t", 0)])
     assert store.get_preferred_replica_election() == {TP("t", 0), TP("t", 1)}
+    assert store.get_preferred_replica_election_entries() == [TP("t", 1), TP("t", 0)]  # the request's order
     assert store.delete_preferred_replica_election(controller.epoch_zk_version) is True
     assert store.get_preferred_replica_election() is None
     assert store.delete_preferred_replica_election(controller.epoch_zk_version) is False
 
     zk.create(paths.PREFERRED_REPLICA_ELECTION_PATH, b"not json")  # read as an empty request, as Kafka does
     assert store.get_preferred_replica_election() == set()
+    assert store.get_preferred_replica_election_entries() == []
 
 
 def test_isr_change_and_log_dir_notifications_are_read_in_order_and_deleted_fenced(

@@ -16,33 +16,17 @@ import pytest
 from controller_core.controlled_shutdown import move_off_broker
 from controller_core.election import PreferredStrategy
 from controller_core.errors import ControllerMovedError
-from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from controller_core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from controller_core.states import PartitionState, ReplicaState
-from scripts.support.fakes import Harness, make_harness
+from scripts.support.fakes import Harness
+from tests.support.clusters import BROKERS, random_cluster, what_happened
 
 pytestmark = pytest.mark.unit
-
-BROKERS = (1, 2, 3, 4, 5)
 
 
 def _cluster(seed: int) -> Harness:
     """600 partitions over 5 brokers, random replica lists and ISRs, decisions on the cache."""
-    rng = random.Random(seed)
-    h = make_harness(brokers=BROKERS, decide_from_cache=True)
-    for i in range(600):
-        tp = TopicPartition(f"t{i % 9}", i)
-        replicas = rng.sample(BROKERS, 3)
-        isr = [r for r in replicas if rng.random() < 0.8] or replicas[:1]
-        h.seed_partition(
-            tp,
-            replicas,
-            leader=isr[0],
-            isr=isr,
-            leader_epoch=rng.randrange(20),
-            partition_state=PartitionState.ONLINE,
-            replica_state=ReplicaState.ONLINE,
-        )
-    return h
+    return random_cluster(seed, partitions=600, topics=9, in_sync=0.8)
 
 
 def _broker_failure(h: Harness, dead: int) -> None:
@@ -53,23 +37,12 @@ def _broker_failure(h: Harness, dead: int) -> None:
     h.psm.trigger_online_partition_state_change()
 
 
-def _what_happened(h: Harness) -> tuple[list[Any], list[Any], dict[TopicPartition, Any], dict[str, Any]]:
-    """The requests sent (as their wire JSON, in order), the records, the cache and the states."""
-    sent = [(s.broker_id, msgspec.json.encode(s.request)) for s in h.transport.sent]
-    h.log.flush()
-    records = list(h.sink.records)
-    ctx = h.ctx
-    cache = {tp: ctx.partition_leadership_info(tp) for tp in ctx.all_partitions()}
-    states = {str(tp): ctx.partition_state(tp) for tp in ctx.all_partitions()}
-    return sent, records, cache, states
-
-
 def _run(monkeypatch: pytest.MonkeyPatch, slice_size: int, scenario: Callable[[Harness], None], seed: int) -> Any:
     h = _cluster(seed)
     monkeypatch.setattr(h.psm, "stream_slice", slice_size)
     monkeypatch.setattr(h.rsm, "stream_slice", slice_size)
     scenario(h)
-    return _what_happened(h)
+    return what_happened(h)
 
 
 def _failure_then_preferred(h: Harness) -> None:

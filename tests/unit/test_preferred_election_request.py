@@ -28,6 +28,30 @@ def test_sorted_partitions_is_sorted(seed: int) -> None:
     assert sorted_partitions(frozenset()) == []
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_request_in_any_order_with_duplicates_is_put_in_order_once_each(seed: int) -> None:
+    """As the znode's entries come (``decode_preferred_replica_election_entries``): in order already
+    (kept as they are), or not, or with a partition named twice."""
+    rng = random.Random(seed)
+    ordered = sorted(_random_partitions(seed, 3000))
+    shuffled = ordered[:]
+    rng.shuffle(shuffled)
+    twice = [*ordered[:100], *ordered[50:]]
+    for entries in (ordered, shuffled, twice, [*ordered, ordered[-1]], ordered[:1], []):
+        assert sorted_partitions(entries) == sorted(set(entries))
+        assert sorted_partitions(iter(entries)) == sorted(set(entries))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_requests_entries_decode_in_its_order(seed: int) -> None:
+    partitions = list(_random_partitions(seed, 500))
+    data = b'{"version":1,"partitions":[%s]}' % b",".join(
+        b'{"topic":"%s","partition":%d}' % (tp.topic.encode(), tp.partition) for tp in [*partitions, partitions[0]]
+    )
+    assert codecs.decode_preferred_replica_election_entries(data) == [*partitions, partitions[0]]
+    assert codecs.decode_preferred_replica_election(data) == set(partitions)
+
+
 def _checked(data: bytes) -> set[TopicPartition]:
     """What the checked decoder alone gives (``codecs``' own helpers)."""
     what = "/admin/preferred_replica_election"

@@ -91,6 +91,12 @@ class AdminZnodes(FencedMultiEngine):
             paths.PREFERRED_REPLICA_ELECTION_PATH, codecs.decode_preferred_replica_election, set[TopicPartition]
         )
 
+    def get_preferred_replica_election_entries(self) -> list[TopicPartition] | None:
+        """``get_preferred_replica_election`` in the request's order, duplicates kept (what the
+        controller handles: ``codecs.decode_preferred_replica_election_entries``)."""
+        path, decode = paths.PREFERRED_REPLICA_ELECTION_PATH, codecs.decode_preferred_replica_election_entries
+        return self._admin_request(path, decode, list[TopicPartition])
+
     def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> bool:
         """Delete ``/admin/preferred_replica_election``; fenced; False when it was already gone."""
         return self._delete_admin_request(paths.PREFERRED_REPLICA_ELECTION_PATH, expected_controller_epoch_zk_version)
