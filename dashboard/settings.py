@@ -21,7 +21,6 @@ Production and request-limit variables (``DJANGO_CSRF_TRUSTED_ORIGINS``, ``SECUR
 
 from __future__ import annotations
 
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from celery.schedules import crontab
 from controller_core.zk.client import ZkSecurity
 from dashboard.lib.env import env_bool, env_int, env_list, env_str, parse_database_url
 from dashboard.security.ratelimit import parse_limit
-from dashboard.security.secrets import weak_secret_reason
+from dashboard.security.secrets import development_key, weak_secret_reason
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -48,15 +47,7 @@ def _secret_key() -> str:
         return configured
     if PRODUCTION:
         raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_PRODUCTION=1")
-    key_file = VAR_DIR / "secret_key"
-    try:
-        return key_file.read_text().strip()
-    except FileNotFoundError:
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(50)
-        key_file.write_text(key)
-        key_file.chmod(0o600)
-        return key
+    return development_key(VAR_DIR / "secret_key")
 
 
 SECRET_KEY = _secret_key()
