@@ -353,11 +353,10 @@ def run(
         if config.save_state:
             roots.append(state_root(config.output_dir, at_ms=window.effective_end_ms))
         writer = _Writer(config, names)
+        saving: list[_Checkpoint] = []  # a small run's state is written with its tables
         if small:
             per_cluster = _write_collected(pool, config, names, tables, state, roots, events)
             report.step(f"computed every table in {SMALL_RUN_FETCHES} Spark jobs and wrote them")
-            rows = writer.finish(config, per_cluster)
-            report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
         else:
             futures = {pool.submit(writer.write, name, frame): name for name, frame in tables.items()}
             # The state's parts go in the same queue: small jobs overlap each other's latency.
@@ -366,11 +365,11 @@ def run(
                 future.result()
                 report.step(f"wrote {futures[future].replace('_', ' ')}")
             per_cluster = dict(zip(names, (count.result() for count in counting), strict=True))
-            rows = writer.finish(config, per_cluster)
-            report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
-            for checkpoint in saving:
-                checkpoint.finish()
-                report.step(f"saved each partition's state ({checkpoint.root.name}) for the next run")
+        rows = writer.finish(config, per_cluster)
+        report.step(f"wrote {sum(rows.values()):,} result rows to {config.run_dir}")
+        for checkpoint in saving:
+            checkpoint.finish()
+            report.step(f"saved each partition's state ({checkpoint.root.name}) for the next run")
         records = sum(per_cluster.values())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
