@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     # shared machine wall time follows the load, CPU time much less.
     figures["full_cpu_ratio"] = _ratio(cpu.get("full_s"), cpu.get("field_scan_s"))
     figures["full_json_cpu_ratio"] = _ratio(cpu.get("full_json_s"), cpu.get("field_scan_s"))
-    cold = figures.setdefault("full_cold_s", None)  # None in --quick (not measured)
-    figures["full_cold_ratio"] = None if cold is None else round(cold / figures["field_scan_s"], 2)
+    # None in --quick, which does not measure full_cold_s.
+    figures["full_cold_ratio"] = _ratio(figures.setdefault("full_cold_s", None), figures["field_scan_s"])
     figures["full_cold_cpu_ratio"] = _ratio(cpu.get("full_cold_s"), cpu.get("field_scan_s"))
     figures.update(
         {
