@@ -13,6 +13,8 @@ Modes (``FaultProxy.set_mode``), applied at once to open connections and to new 
   accepted and left hanging. Back to ``pass``, held bytes flow again.
 * ``drop_s2c`` / ``drop_c2s``: the same, one way only (requests arrive, replies do not, or back).
 * ``reset``: every open connection is reset (RST, ``SO_LINGER`` 0) and new ones are reset on accept.
+  No held byte moves while the mode is ``reset``: a reply held by ``drop_s2c`` is lost with its
+  connection, never delivered in the moment between the mode switch and the reset.
 * ``delay``: every chunk is held ``delay_ms`` before it is forwarded, order kept per direction.
 
 The control API is in-process (``set_mode``), thread-safe; ``ProxyGroup`` manages several proxies
@@ -116,8 +118,10 @@ class FaultProxy:
         self._conns.clear()
 
     def _stalled(self, direction: str) -> bool:
+        # ``reset`` stalls too: set_mode sets the mode before the loop runs _reset_all, and a pipe
+        # polling its gate in between would otherwise forward the bytes a drop mode was holding.
         mode = self.mode
-        return mode in ("blackhole", f"drop_{direction}")
+        return mode in ("blackhole", "reset", f"drop_{direction}")
 
     async def _gate(self, direction: str) -> None:
         while self._stalled(direction):

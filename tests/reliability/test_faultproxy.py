@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import socketserver
 import threading
@@ -91,6 +92,27 @@ def test_reset_resets_open_and_new_connections(proxy: FaultProxy) -> None:
         fresh = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
         fresh.settimeout(5)
         if not fresh.recv(10):
+            raise ConnectionResetError("closed")
+
+
+def test_a_reset_loses_the_replies_a_drop_was_holding(proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reset runs on the proxy's loop after set_mode has switched the mode; the gap is widened
+    # here so that a pipe polling its gate in it would forward the held reply, as it once did.
+    reset_all = proxy._reset_all
+
+    async def late_reset() -> None:
+        await asyncio.sleep(0.2)
+        await reset_all()
+
+    monkeypatch.setattr(proxy, "_reset_all", late_reset)
+    sock = _connect(proxy)
+    proxy.set_mode("drop_s2c")
+    sock.sendall(b"applied")
+    wait_for(lambda: _Echo.received == [b"applied"], what="the request reached the server")
+    proxy.set_mode("reset")
+    sock.settimeout(5)
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):
+        if not sock.recv(10):  # b"applied" here is the held reply delivered after all
             raise ConnectionResetError("closed")
 
 
