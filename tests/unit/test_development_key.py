@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from dashboard.security import secrets as secrets_module
 from dashboard.security.secrets import development_key
 
 
@@ -19,25 +21,51 @@ def test_it_is_generated_once_and_then_read(tmp_path: Path) -> None:
     assert [p.name for p in key_file.parent.iterdir()] == ["secret_key"]  # no temporary file left
 
 
-def _settle(key_file: str, start: multiprocessing.synchronize.Event, out: multiprocessing.queues.Queue[str]) -> None:
-    start.wait()
-    out.put(development_key(Path(key_file)))
+#: A racer: loads the settings' key module by its path (not through the ``dashboard`` package,
+#: which imports Celery: ~0.15 s a process), says it is ready, waits for the start line, settles.
+_RACER = """
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("key_module", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print("ready", flush=True)
+sys.stdin.readline()
+print(module.development_key(Path(sys.argv[2])), flush=True)
+"""
 
 
 def test_processes_starting_together_all_get_the_same_whole_key(tmp_path: Path) -> None:
     """The race a fresh checkout's first start runs: with the key written in place, a process could
-    read the file between its creation and its write and start with an empty key."""
-    ctx = multiprocessing.get_context("fork")
+    read the file between its creation and its write and start with an empty key.
+
+    The racers are fresh interpreters, not forks of this test process: a fork of an xdist worker
+    inherits its threads' locks and once hung in a loaded run."""
     for attempt in range(5):
         key_file = tmp_path / str(attempt) / "secret_key"
-        start, out = ctx.Event(), ctx.Queue()
-        workers = [ctx.Process(target=_settle, args=(str(key_file), start, out)) for _ in range(8)]
-        for w in workers:
-            w.start()
-        start.set()
-        keys = [out.get(timeout=30) for _ in workers]
-        for w in workers:
-            w.join(timeout=30)
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _RACER, secrets_module.__file__, str(key_file)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(8)
+        ]
+        try:
+            for racer in racers:  # every one imported and waiting: the start line releases them together
+                assert racer.stdout is not None and racer.stdout.readline() == "ready\n", racer.communicate()
+            for racer in racers:
+                assert racer.stdin is not None
+                racer.stdin.write("go\n")
+                racer.stdin.flush()
+            answers = [racer.communicate(timeout=60) for racer in racers]
+        finally:
+            for racer in racers:
+                racer.kill()
+        keys = [out.strip() for out, _ in answers]
+        assert all(racer.returncode == 0 for racer in racers), answers
         assert len(set(keys)) == 1 and keys[0] == key_file.read_text(), (attempt, keys)
 
 
