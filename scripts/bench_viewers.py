@@ -303,7 +303,12 @@ def resync_storm(rig: LiveRig, viewers: list[Viewer], timeout: float) -> dict[st
                 held[i] = time.monotonic() - lost
         time.sleep(0.05)
     after = sorted(held.values())
-    return {
+    unfinished: dict[str, Any] = {}
+    if rebuilt is None or len(after) < len(viewers):  # what to look at when the storm did not end
+        unfinished["mirror_exit"] = rig.mirror.poll() if rig.mirror is not None else None
+        log = rig.logs / "mirror.log"
+        unfinished["mirror_log_tail"] = log.read_text(errors="replace")[-2000:] if log.exists() else None
+    return unfinished | {
         "mirror_rebuilt_s": rebuilt,
         "viewers_resynced": len(after),
         "viewers_p50_s": pct(after, 0.5) if after else None,
