@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.devservices.process import ManagedProcess, ServiceError
@@ -36,6 +36,8 @@ class SparkConnectServer(ManagedProcess):
     name: str = "spark-connect"
     master: str = "local[*]"
     driver_memory: str = "4g"
+    #: More ``--conf`` settings of the server (the tests' server sets a static one; the product's none).
+    conf: dict[str, str] = field(default_factory=dict)
 
     @property
     def remote(self) -> str:
@@ -59,6 +61,7 @@ class SparkConnectServer(ManagedProcess):
             "spark.driver.bindAddress": self.host,
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
+            **self.conf,
         }
         args = ["--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in confs.items():

@@ -180,7 +180,11 @@ def test_cursor_runs_of_the_hand_computed_history(
     J.run(JobConfig(input_dir=history, output_dir=output, since=D1, until=D1, actions_dir=audit), spark)
     midnight = int(ms(D2, 0, 0))
     shutil.copytree(state_root(output, as_of=D1), state_root(output, at_ms=midnight))
-    cuts = sorted(rng.uniform(midnight + 1, ms(D2, 23, 59, 59)) for _ in range(2))
+    # One cut on day 2: its run starts from a closed day's checkpoint (with the outage open across
+    # midnight), the case day 1's runs do not have; a second would start from a mid-day cursor state,
+    # which day 1's second cut and the demo day's second cut already compare. Each Spark run is
+    # ~10 server CPU-s of the suite's busiest stretch.
+    cuts = [rng.uniform(midnight + 1, ms(D2, 23, 59, 59))]
     _chain(spark, history, D2, CLUSTER, midnight, cuts, tmp_path / "d2", seed, actions_dir=audit)
 
 
