@@ -257,16 +257,23 @@ def discover(config: JobConfig) -> list[ClusterInput]:
     return inputs
 
 
-def read_cluster(spark: SparkSession, cluster: ClusterInput) -> DataFrame:
-    """Read a cluster's days (JSON or Parquet per day) as raw records (``RECORD_SCHEMA``)."""
+def read_cluster_parts(spark: SparkSession, cluster: ClusterInput) -> tuple[DataFrame | None, DataFrame | None]:
+    """Read a cluster's days as raw records (``RECORD_SCHEMA``): its JSON days and its Parquet days
+    (either ``None`` when it has none), apart because a large run reads the two differently."""
     json_paths = [str(p) for kind, p in map(cluster.source, cluster.read_days) if kind == "json"]
     parquet_paths = [str(p) for kind, p in map(cluster.source, cluster.read_days) if kind == "parquet"]
-    frames: list[DataFrame] = []
+    json_days = parquet_days = None
     if json_paths:
         # PERMISSIVE: a torn last line (the controller crashed mid-write) becomes nulls, not a failed run.
-        frames.append(spark.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(json_paths))
+        json_days = spark.read.schema(R.RECORD_SCHEMA).option("mode", "PERMISSIVE").json(json_paths)
     if parquet_paths:
-        frames.append(spark.read.schema(R.RECORD_SCHEMA).parquet(*parquet_paths))
+        parquet_days = spark.read.schema(R.RECORD_SCHEMA).parquet(*parquet_paths)
+    return json_days, parquet_days
+
+
+def read_cluster(spark: SparkSession, cluster: ClusterInput) -> DataFrame:
+    """Read a cluster's days (JSON or Parquet per day) as raw records (``RECORD_SCHEMA``)."""
+    frames = [frame for frame in read_cluster_parts(spark, cluster) if frame is not None]
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)

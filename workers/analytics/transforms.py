@@ -32,6 +32,10 @@ LED, LEADERLESS, GONE = 0, 1, 2
 
 PARTITION_KEYS = ("cluster", "topic", "partition")
 
+#: The record kinds whose own fields :func:`prepare_events` keeps (in ``extra``): few records, read
+#: by a few metrics only.
+EXTRA_KINDS = (R.KIND_ELECTION, R.KIND_FAILOVER, R.KIND_REASSIGNMENT, R.KIND_STATE_SNAPSHOT, R.KIND_BROKER_CHANGE)
+
 
 @dataclass(frozen=True, slots=True)
 class ReportWindow:
@@ -131,7 +135,7 @@ def prepare_events(records: DataFrame) -> DataFrame:
     unclean = F.coalesce(F.col("unclean"), F.lit(False)) & election
     reassignment = kind == R.KIND_REASSIGNMENT
     extra = F.when(
-        kind.isin(R.KIND_ELECTION, R.KIND_FAILOVER, R.KIND_REASSIGNMENT, R.KIND_STATE_SNAPSHOT, R.KIND_BROKER_CHANGE),
+        kind.isin(*EXTRA_KINDS),
         F.struct(
             kind.alias("kind"),
             F.col("strategy"),
@@ -174,6 +178,17 @@ def prepare_events(records: DataFrame) -> DataFrame:
         (has_isr & (F.size(F.array_except("isr_after", "isr_before")) > 0)).alias("isr_expand"),
         extra.alias("extra"),
     )
+
+
+def prepare_rare(records: DataFrame) -> DataFrame:
+    """The rows of :func:`prepare_events` whose ``extra`` is set, from a read of their own.
+
+    For compacted (Parquet) input: a large run caches the bulk without ``extra`` (so the rare kinds'
+    columns, above all ``event_id``, a distinct string on every record and about half a compacted
+    day's bytes, are not decoded for every row, and the cache holds no struct) and reads these rows
+    apart; the kind filter is pushed into the Parquet reader, whose days are sorted by kind
+    (``compaction.SORT_ORDER``). JSON input is parsed once instead: a second parse costs more."""
+    return prepare_events(records.where(F.col("kind").isin(*EXTRA_KINDS))).where(F.col("extra").isNotNull())
 
 
 def rare(events: DataFrame, kind: str) -> DataFrame:
