@@ -108,6 +108,7 @@ class ServiceSet:
             base_dir=self.base_dir,
             master=os.environ.get("SPARK_CONNECT_MASTER", "local[*]"),
             driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
+            log_level=os.environ.get("SPARK_CONNECT_LOG_LEVEL", "WARN"),
             owner=self.owner,
         )
 
