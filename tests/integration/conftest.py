@@ -87,15 +87,6 @@ def _save_users(shared: Path, pids: list[int]) -> None:
     (shared / "users.json").write_text(json.dumps(sorted(set(pids))))
 
 
-#: The tests' server keeps every class it generates. Spark compiles each operator's generated code
-#: with Janino and keeps the class in a cache of 100 (``spark.sql.codegen.cache.maxEntries``, a static
-#: setting); the Spark test modules' queries generate more distinct classes than that, so evicted ones
-#: were compiled again. The nine Spark modules on 3 workers (a fresh clone, its server's log and CPU):
-#: 4,296 and 4,321 compilations, 256.0 and 258.0 server CPU-s by default; 1,743 compilations and
-#: 239.2 CPU-s with room for 4,000 (load 0.1 to 10.6, one run each). The product's server is left as is.
-SERVER_CONF = {"spark.sql.codegen.cache.maxEntries": "4000"}
-
-
 def _server(shared: Path, port: int | None = None) -> SparkConnectServer:
     """The shared server on ``port``, else on the port a previous start recorded, else on a free one."""
     if port is None:
@@ -103,9 +94,7 @@ def _server(shared: Path, port: int | None = None) -> SparkConnectServer:
             port = int(json.loads((shared / "spark-connect.json").read_text())["port"])
         except (OSError, ValueError, KeyError, TypeError):
             port = free_port()
-    return SparkConnectServer(
-        port=port, host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g", conf=dict(SERVER_CONF)
-    )
+    return SparkConnectServer(port=port, host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g")
 
 
 @pytest.fixture(scope="session")
