@@ -37,12 +37,7 @@ from tests.integration.analytics_history import (
     table,
 )
 from workers.analytics import load, runner
-from workers.analytics.compaction import compact
-from workers.analytics.inputs import state_root
 from workers.analytics.job import (
-    MANIFESTS_DIR,
-    STATE_PARTS,
-    TABLES,
     UNCOMPRESSED_CACHE_CONF,
     JobInputError,
     JobResult,
@@ -286,33 +281,6 @@ def test_it_continues_from_a_checkpoint_or_replays_earlier_days(
             ("orders", "in_progress"),
             ("payments", "cancelled"),
         ]
-
-
-def test_the_large_path_reads_compacted_days_as_it_reads_json(
-    spark: SparkSession, history: Path, audit: Path, both_days: Path, tmp_path: Path
-) -> None:
-    # The reference (both_days) reads both days' JSON; here day 1 is compacted, so the large path
-    # reads one cluster's days both ways: Parquet (the bulk and the rare kinds apart) and JSON.
-    compacted = tmp_path / "compacted"
-    assert compact(spark, history, compacted, (CLUSTER,), until=D1).compacted == {CLUSTER: [D1.isoformat()]}
-    config = _config(
-        history,
-        tmp_path / "out",
-        D1,
-        D2,
-        actions_dir=audit,
-        compacted_dir=compacted,
-        small_input_bytes=0,
-        python_max_records=0,
-    )
-    result = run(config, spark)
-    assert result.records == json.loads((both_days / MANIFESTS_DIR / f"{CLUSTER}.json").read_text())["records"]
-    for name in TABLES:
-        assert sorted(map(repr, table(config.run_dir, name))) == sorted(map(repr, table(both_days, name))), name
-    reference = state_root(both_days.parent.parent, as_of=D2)  # both_days is <output>/runs/<window>
-    for part in STATE_PARTS:
-        got = table(state_root(config.output_dir, as_of=D2), part)
-        assert sorted(map(repr, got)) == sorted(map(repr, table(reference, part))), part
 
 
 def test_the_session_caches_uncompressed_unless_the_submitter_chose(
