@@ -399,8 +399,12 @@ def run(
     return result
 
 
+def _before_end(events: DataFrame, window: X.ReportWindow) -> DataFrame:
+    return events.where(F.col("ts") < F.lit(float(window.end_ms)))
+
+
 def _prepared(records: DataFrame, window: X.ReportWindow) -> DataFrame:
-    return X.prepare_events(records).where(F.col("ts") < F.lit(float(window.end_ms)))
+    return _before_end(X.prepare_events(records), window)
 
 
 def _read_large(
@@ -428,9 +432,7 @@ def _read_large(
             rare_parts.append((cluster.name, frame.where(F.col("extra").isNotNull())))
         if parquet_days is not None:
             parsed.append((cluster.name, keep(_prepared(parquet_days, window).drop("extra"))))
-            rare_parts.append(
-                (cluster.name, X.prepare_rare(parquet_days).where(F.col("ts") < F.lit(float(window.end_ms))))
-            )
+            rare_parts.append((cluster.name, _before_end(X.prepare_rare(parquet_days), window)))
     return parsed, rare_parts
 
 
