@@ -146,12 +146,10 @@ class EventGcPolicy:
         if held is None:
             return
         with held:
-            if gc.get_count()[0] <= self._max_scan:
-                gc.collect()
+            if collect_new_and_freeze(self._max_scan):
                 self.collections += 1
             else:
                 self.freezes_without_collection += 1
-            gc.freeze()
 
     def after_event(self, queue_empty: bool) -> None:
         """Now and then, with nothing queued, collect everything once (frozen objects included),
@@ -159,20 +157,43 @@ class EventGcPolicy:
         if not gc.isenabled():  # someone else manages it, or a big event's collection is still pending
             return
         if queue_empty and self._clock() - self._last_full >= self._full_every_s:
-            frozen = gc.get_freeze_count()
-            if frozen > self._max_scan:
-                gc.collect()  # the unfrozen generations only
-                if self.skipped_full_collections == 0:
-                    logger.info(
-                        "periodic full garbage collection skipped: scanning %d frozen objects would hold the "
-                        "interpreter lock past the ZooKeeper heartbeat budget (limit %d)",
-                        frozen,
-                        self._max_scan,
-                    )
-                self.skipped_full_collections += 1
-            else:
-                gc.unfreeze()
-                gc.collect()
+            if collect_everything_and_freeze(self._max_scan, log_skip=self.skipped_full_collections == 0):
                 self.full_collections += 1
-            gc.freeze()
+            else:
+                self.skipped_full_collections += 1
             self._last_full = self._clock()
+
+
+def collect_new_and_freeze(max_scan_objects: int = MAX_SCAN_OBJECTS) -> bool:
+    """After a bulk build (run while the collector is still paused for it): one pass over what is
+    new, unless that is more than ``max_scan_objects``, then freeze it all. Returns whether it collected.
+
+    Frozen objects are skipped by every later pass; reference counting still frees them.
+    """
+    collected = gc.get_count()[0] <= max_scan_objects
+    if collected:
+        gc.collect()  # the unfrozen generations: what is new since the last freeze
+    gc.freeze()
+    return collected
+
+
+def collect_everything_and_freeze(max_scan_objects: int = MAX_SCAN_OBJECTS, log_skip: bool = True) -> bool:
+    """The rare full pass, frozen objects included, so a cycle that died after it was frozen is
+    reclaimed; only the unfrozen generations when the frozen set is bigger than ``max_scan_objects``
+    (see the module docstring). Returns whether the pass was full."""
+    frozen = gc.get_freeze_count()
+    if frozen > max_scan_objects:
+        gc.collect()  # the unfrozen generations only
+        if log_skip:
+            logger.info(
+                "periodic full garbage collection skipped: scanning %d frozen objects would hold the "
+                "interpreter lock past the ZooKeeper heartbeat budget (limit %d)",
+                frozen,
+                max_scan_objects,
+            )
+        gc.freeze()
+        return False
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    return True

@@ -1,4 +1,5 @@
-"""The mirror's collector policy in a storm: paused while work is queued, back when idle or capped."""
+"""The mirror's collector policy: paused in a storm while work is queued, back when idle or capped; the
+idle full collection never taken while anyone in the process holds the collector paused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.mirror.gc_policy import StormPause
+from controller_core.gc_policy import gc_paused
+from workers.mirror.gc_policy import IdleCollector, StormPause
 
 
 @pytest.fixture
@@ -63,3 +65,28 @@ def test_two_mirrors_in_one_process_resume_it_only_when_both_are_idle(collector_
     assert not gc.isenabled()  # the second is still in its storm
     second.update(1.0, busy=False)
     assert gc.isenabled()
+
+
+def test_the_idle_collection_waits_while_another_mirror_holds_the_collector_paused(collector_on: None) -> None:
+    """One worker, two mirrors: the small one's idle full pass in the middle of the big one's sync
+    stalled the small one's heartbeats (test_hosting_workers). It waits for the pause to end."""
+    idle = IdleCollector(interval_s=300.0)
+    with gc_paused():  # the big mirror's full sync, or a storm
+        idle.maybe_collect(10.0, idle=True)
+        assert idle.collections == 0
+    idle.maybe_collect(10.5, idle=True)  # the next heartbeat
+    assert idle.collections == 1
+    idle.maybe_collect(11.0, idle=True)
+    assert idle.collections == 1  # then one interval until the next
+
+
+def test_a_sync_postpones_the_idle_collection_by_an_interval(collector_on: None) -> None:
+    idle = IdleCollector(interval_s=300.0)
+    idle.synced(100.0)  # the sync scanned what it built a moment ago
+    idle.maybe_collect(101.0, idle=True)
+    idle.maybe_collect(399.0, idle=True)
+    assert idle.collections == 0
+    idle.maybe_collect(400.0, idle=False)  # busy: not now
+    assert idle.collections == 0
+    idle.maybe_collect(400.5, idle=True)
+    assert idle.collections == 1

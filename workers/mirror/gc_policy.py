@@ -8,6 +8,15 @@ Reference counting frees replaced rows; the rare real cycles (kazoo, redis, trac
 by a full collection when the mirror is idle. Process-wide, like ``gc.freeze``: the mirror's host
 (``run_mirror``, a worker) takes this policy.
 
+A full sync builds the new snapshot with the collector paused (``gc_paused``, counted across the
+process) and then scans only what it built, as the controller does after a big event
+(``controller_core.gc_policy``). One worker hosts several mirrors, and a collection holds the
+interpreter lock for its whole pass: a small mirror's idle full collection taken in the middle of
+a big mirror's 100,000-partition sync, over everything the sync had unfrozen, stalled the small
+mirror's flushes and heartbeats for 0.4-1 s alone and ~5 s under the test suite's load (its pages
+read stale: ``test_hosting_workers``). So an idle collection also waits until no one in the
+process holds the collector paused (another mirror's sync or storm, a controller's event).
+
 During a storm the collector is paused altogether (``StormPause``): even at the raised threshold, a
 20,000-leader failover and its recovery at 100,000 partitions ran 13 young passes, 0.46 s of held
 interpreter lock at load 5 (``bench_live --profile-storm``), stalling the mirror thread, kazoo's
@@ -20,7 +29,7 @@ from __future__ import annotations
 import gc
 from contextlib import ExitStack
 
-from controller_core.gc_policy import gc_paused
+from controller_core.gc_policy import collect_everything_and_freeze, collect_new_and_freeze, gc_paused
 
 # The youngest generation's threshold while a mirror runs (CPython's default: 700).
 GC_YOUNG_THRESHOLD = 50_000
@@ -30,26 +39,33 @@ MAX_STORM_PAUSE_S = 5.0
 
 
 def settle_after_sync() -> None:
-    """After a full resync: collect once, freeze what survived, and raise the young threshold."""
-    gc.collect()
-    gc.freeze()
+    """After a full resync, still inside its pause: collect what it built (unless too much to scan
+    in one pass), freeze it, and raise the young threshold."""
+    collect_new_and_freeze()
     young, older, oldest = gc.get_threshold()
     gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), older, oldest)
 
 
 class IdleCollector:
-    """A full collection now and then, only when the mirror has nothing pending (never mid-storm)."""
+    """A full collection every ``interval_s``, only when the mirror has nothing pending (never
+    mid-storm) and no one else in the process holds the collector paused."""
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self._next_at = 0.0
+        self.collections = 0
+
+    def synced(self, now: float) -> None:
+        """A sync just collected what it built: the next full pass is an interval away."""
+        self._next_at = now + self.interval_s
 
     def maybe_collect(self, now: float, idle: bool) -> None:
-        if idle and now >= self._next_at:
+        # A collector that is off is someone's pause (a sync, a storm, a controller's event): a pass
+        # now would stall them. Tried again at the next heartbeat.
+        if idle and now >= self._next_at and gc.isenabled():
             self._next_at = now + self.interval_s
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
+            collect_everything_and_freeze()
+            self.collections += 1
 
 
 class StormPause:

@@ -18,7 +18,6 @@ How partition states stay fresh without a watch per state znode: ``reads.py``.
 from __future__ import annotations
 
 import functools
-import gc
 import itertools
 import logging
 import queue
@@ -34,6 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState, WatchedEvent
 
+from controller_core.gc_policy import gc_paused
 from controller_core.model import TopicPartition
 from controller_core.zk import paths
 from controller_core.zk.multiread import MultiReader
@@ -418,13 +418,24 @@ class Mirror(StateReads, StatusAndFlush):
 
     # -- resync ---------------------------------------------------------------------------------
     def full_sync(self, reason: str) -> None:
-        """Rebuild everything from ZooKeeper (and the stream), then write a whole new snapshot."""
+        """Rebuild everything from ZooKeeper (and the stream), then write a whole new snapshot.
+
+        With the collector paused throughout: the snapshot is hundreds of thousands of objects,
+        long-lived and free of cycles (the old one is freed by reference counting), and the pause
+        also keeps the other mirrors of this worker from a full collection meanwhile (gc_policy.py).
+        """
+        with gc_paused():
+            self._full_sync(reason)
+            gc_policy.settle_after_sync()  # what the sync built: scanned once at most, then frozen
+        self._idle_gc.synced(self.clock())
+        self.ready.set()
+
+    def _full_sync(self, reason: str) -> None:
         started = self.clock()
         logger.info("mirror of %s: full resync (%s)", self.cluster, reason)
         if not self.flusher.drain():  # a flush still being written must not land after the rewrite
             raise redis.TimeoutError("the mirror's Redis writer did not finish within 30 s")
         self._write_failed = False
-        gc.unfreeze()
         self._timers.clear()
         self._sweep.clear()
         self._pending_reads.clear()
@@ -469,8 +480,6 @@ class Mirror(StateReads, StatusAndFlush):
             self.stream_id = last_id
             self.follower.restart(last_id)
         self.publisher.publish([(groups.status(self.cluster), {"type": protocol.RESYNC, "gen": gen})])
-        gc_policy.settle_after_sync()  # the snapshot: long-lived, no cycles (gc_policy.py)
-        self.ready.set()
         logger.info(
             "mirror of %s: resynced %d partitions, %d topics, %d brokers in %.2f s (gen %s, seq %d)",
             self.cluster,
