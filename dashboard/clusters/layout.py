@@ -20,6 +20,7 @@ Keys (``{c}`` is the cluster name; ``m`` keeps the mirror's keys apart from the 
     kcp:{c}:m:bz:{broker}          zset   partitions hosted by ``broker``
     kcp:{c}:m:interest             zset   "scope|channel" -> expiry (ms): which live scopes have viewers
     kcp:{c}:m:lock                 string the active mirror's token (TTL, renewed)
+    kcp:{c}:m:staging:{gen}:...    any    a full rewrite's keys before they are renamed into place
 
 Sorted sets with one score give O(log n) pagination by rank (``ZRANGE key start stop``) and a
 topic's members by lexical range (``ZRANGE key [t/ (t0 BYLEX``): ``/`` cannot appear in a topic name
@@ -85,6 +86,20 @@ def replica_state_set(cluster: str, state: str, broker: int | None = None) -> st
 
 def hosted_set(cluster: str, broker: int) -> str:
     return f"{_base(cluster)}:bz:{broker}"
+
+
+def staging_prefix(cluster: str, gen: str) -> str:
+    """Where a full rewrite of generation ``gen`` stages its keys before swapping them in: under the
+    cluster's mirror prefix, so ``all_mirror_keys_pattern`` finds the leftovers of one that died."""
+    return f"{_base(cluster)}:staging:{gen}:"
+
+
+def staging_key(cluster: str, key: str, gen: str) -> str:
+    """The staging name of ``key``, one of ``cluster``'s mirror keys."""
+    base = _base(cluster) + ":"
+    if not key.startswith(base):
+        raise ValueError(f"{key!r} is not a mirror key of {cluster!r}")
+    return staging_prefix(cluster, gen) + key[len(base) :]
 
 
 def all_mirror_keys_pattern(cluster: str) -> str:
