@@ -438,7 +438,7 @@ def _read_large(
         if json_days is not None:
             frame = keep(_prepared(json_days, window))
             parsed.append((cluster.name, frame.drop("extra")))
-            rare_parts.append((cluster.name, frame.where(F.col("extra").isNotNull())))
+            rare_parts.append((cluster.name, X.rare_rows(frame)))
         if parquet_days is not None:
             parsed.append((cluster.name, _prepared(parquet_days, window).drop("extra")))
             rare_parts.append((cluster.name, _before_end(X.prepare_rare(parquet_days), window)))
