@@ -17,7 +17,8 @@ How a run works:
    checkpoint and the window (all earlier days when there is none), because a partition's state on
    the first morning depends on what happened before.
 2. Read them with the explicit schema, project to the narrow ``events`` frame and cache it (one
-   cache per cluster): every metric is computed from that cache, so the JSON is parsed once.
+   cache per cluster): every metric is computed from that cache, so the JSON is parsed once. A
+   large run's compacted days are not cached: each step reads its columns of them (``_read_large``).
 3. Aggregate the cache three ways at once (per partition and day, per controller epoch, and the
    rare kinds), then walk each partition's leadership records in order (the one sort).
 4. Derive outage intervals, leader changes and reassignments from those, then write every table
@@ -259,17 +260,16 @@ def run(
     pool = ThreadPoolExecutor(max_workers=SMALL_RUN_THREADS if small else THREADS, thread_name_prefix="analytics")
     restore = _small_run_settings(spark) if small else {}
     try:
-        # 1. Parse once. One cache per cluster, with the cluster name added on top rather than
+        # 1. Parse JSON once. One cache per cluster, with the cluster name added on top rather than
         #    stored: a constant column would still cost a value per cached row.
-        #    Compacted Parquet input is cached too: re-reading it for each step instead cost more
-        #    (full history: 123.8 against 118.0 server CPU-s).
-        #    A large run reads the records with an ``extra`` apart (``_read_large``).
+        #    A large run reads the records with an ``extra`` apart and does not cache its compacted
+        #    days: each step reads the columns it needs from the Parquet (``_read_large``).
         rare_parts: list[tuple[str, DataFrame]] = []
         if small:
             parsed = [(c.name, keep(_prepared(read_cluster(spark, c), window))) for c in clusters]
         else:
             parsed, rare_parts = _read_large(spark, clusters, window, keep)
-        # A large run fills each cache before the next step reads it (one pass over the input); a
+        # A large run fills each cache before the next step reads it (one pass over the JSON); a
         # small run does not wait: each wait is a round of job latency, and its caches fill with the
         # first job that reads them. It counts its records in the jobs that fetch its results.
         barriers = not small
@@ -413,15 +413,24 @@ def _read_large(
     window: X.ReportWindow,
     keep: Callable[[DataFrame], DataFrame],
 ) -> tuple[list[tuple[str, DataFrame]], list[tuple[str, DataFrame]]]:
-    """A large run's input: the cached bulk (every record, no ``extra``) and the records with an
-    ``extra`` (not cached here: the run caches them all together), each as (cluster, frame) pairs.
+    """A large run's input: the bulk (every record, no ``extra``) and the records with an ``extra``
+    (not cached here: the run caches them all together), each as (cluster, frame) pairs.
 
     Compacted days are read twice, the bulk without the rare kinds' columns and those kinds alone
     (``transforms.prepare_rare``); JSON days once, with ``extra``, which the bulk's scans then skip.
     Measured on the benchmark history's first ten compacted days (3.8 million records; a local[2]
     JVM, warm, load 3.5-4, the two ways alternated, three rounds each): reading and caching, the
     three aggregates and the walk took 12.5 executor CPU-s (19.8 JVM CPU-s) this way, against 16.3
-    (28.0) with ``extra`` in the one cache."""
+    (28.0) with ``extra`` in the one cache.
+
+    The compacted bulk is not cached: each of its readers (the partition-day aggregate, the epochs,
+    the walk's stream, the record count) reads from the Parquet only the columns it needs, and only
+    the first decodes the ISR arrays. Filling the cache cost more than those reads: on the same ten
+    days (``local[2]``, warm, load 2.5-3), projecting the bulk took 2.95 executor CPU-s, 1.15 without
+    the ISR comparisons, and projecting and caching it 6.66; a whole recompute on a warm Spark Connect
+    server (alternated with the cached bulk, three rounds, load 3.3-4.2) took 69.4-77.2 server CPU-s
+    against 76.1-89.3. (Before the bulk dropped ``extra``, reading every column again for each step
+    had cost more than the cache: 123.8 against 118.0 server CPU-s for the full history.)"""
     parsed: list[tuple[str, DataFrame]] = []
     rare_parts: list[tuple[str, DataFrame]] = []
     for cluster in clusters:
@@ -429,9 +438,9 @@ def _read_large(
         if json_days is not None:
             frame = keep(_prepared(json_days, window))
             parsed.append((cluster.name, frame.drop("extra")))
-            rare_parts.append((cluster.name, frame.where(F.col("extra").isNotNull())))
+            rare_parts.append((cluster.name, X.rare_rows(frame)))
         if parquet_days is not None:
-            parsed.append((cluster.name, keep(_prepared(parquet_days, window).drop("extra"))))
+            parsed.append((cluster.name, _prepared(parquet_days, window).drop("extra")))
             rare_parts.append((cluster.name, _before_end(X.prepare_rare(parquet_days), window)))
     return parsed, rare_parts
 
