@@ -6,6 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from scripts.devservices.process import ManagedProcess, ServiceError
 from workers.local_processes import port_open
@@ -22,6 +23,10 @@ def pyspark_home() -> Path:
 
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+#: What ``spark.log.level`` accepts (log4j's levels).
+LOG_LEVELS: Final = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 
 
 @dataclass(kw_only=True)
@@ -48,6 +53,17 @@ class SparkConnectServer(ManagedProcess):
     #: one server (a fresh clone, 3 workers): 4,296 and 4,321 compilations, 256.0 and 258.0 server
     #: CPU-s at 100; 1,743 compilations and 239.2 CPU-s at 4,000 (load 0.1 to 10.6, one run each).
     codegen_cache_entries: int = 4000
+
+    def __post_init__(self) -> None:
+        # Spark would take a wrong level too and fail at the JVM's start, in a log the operator has
+        # to find: refused here, with the levels it knows.
+        level = self.log_level.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ServiceError(
+                f"spark-connect: log level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}"
+                " (SPARK_CONNECT_LOG_LEVEL)"
+            )
+        self.log_level = level
 
     @property
     def remote(self) -> str:
