@@ -4,7 +4,6 @@ swapped in by one short ``MULTI``, so other clients are served while a big clust
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,13 +30,6 @@ class CountingPipeline(Pipeline):
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    conn = redis.Redis.from_url(redis_url)
-    yield conn
-    conn.close()
-
-
-@pytest.fixture
 def cluster() -> str:
     return f"rw-{uuid.uuid4().hex[:8]}"
 
@@ -58,44 +50,42 @@ def mirror_keys(client: redis.Redis, cluster: str) -> set[str]:
     return {k.decode() for k in client.scan_iter(match=layout.all_mirror_keys_pattern(cluster), count=1000)}
 
 
-def test_the_rows_go_in_outside_the_transaction_and_the_swap_is_short(client: redis.Redis, cluster: str) -> None:
+def test_the_rows_go_in_outside_the_transaction_and_the_swap_is_short(rds: redis.Redis, cluster: str) -> None:
     executed: list[tuple[bool, int]] = []
 
     def pipeline(transaction: bool = True, shard_hint: Any = None) -> CountingPipeline:
-        pipe = CountingPipeline(client.connection_pool, client.response_callbacks, transaction, shard_hint)
+        pipe = CountingPipeline(rds.connection_pool, rds.response_callbacks, transaction, shard_hint)
         pipe.executed = executed
         return pipe
 
-    client.pipeline = pipeline  # type: ignore[method-assign]
-    SnapshotWriter(client, cluster).write_full(big_state(cluster), {"gen": "g1", "seq": 1})
+    rds.pipeline = pipeline  # type: ignore[method-assign]
+    SnapshotWriter(rds, cluster).write_full(big_state(cluster), {"gen": "g1", "seq": 1})
     transactions = [size for transaction, size in executed if transaction]
     assert len(transactions) == 1 and transactions[0] < 1_000, executed  # a few dozen keys, not 20,000 rows
     assert sum(size for transaction, size in executed if not transaction) > 2 * PARTITIONS
     # Whole, under the live names, nothing left staged.
-    assert client.hlen(layout.partitions_key(cluster)) == PARTITIONS
-    assert client.zcard(layout.partition_state_set(cluster, "OnlinePartition")) == PARTITIONS
-    assert client.zcard(layout.replica_state_set(cluster, "OnlineReplica")) == 2 * PARTITIONS
-    assert client.hget(layout.meta_key(cluster), "gen") == b"g1"
-    assert not [k for k in mirror_keys(client, cluster) if ":staging:" in k]
+    assert rds.hlen(layout.partitions_key(cluster)) == PARTITIONS
+    assert rds.zcard(layout.partition_state_set(cluster, "OnlinePartition")) == PARTITIONS
+    assert rds.zcard(layout.replica_state_set(cluster, "OnlineReplica")) == 2 * PARTITIONS
+    assert rds.hget(layout.meta_key(cluster), "gen") == b"g1"
+    assert not [k for k in mirror_keys(rds, cluster) if ":staging:" in k]
 
 
-def test_a_rewrite_replaces_the_old_snapshot_and_the_leftovers_of_one_that_died(
-    client: redis.Redis, cluster: str
-) -> None:
-    writer = SnapshotWriter(client, cluster)
+def test_a_rewrite_replaces_the_old_snapshot_and_the_leftovers_of_one_that_died(rds: redis.Redis, cluster: str) -> None:
+    writer = SnapshotWriter(rds, cluster)
     writer.write_full(big_state(cluster, 50), {"gen": "g1", "seq": 1})
-    client.zadd(layout.partition_state_set(cluster, "OfflinePartition"), {"gone/000000": 0})  # not in the new one
+    rds.zadd(layout.partition_state_set(cluster, "OfflinePartition"), {"gone/000000": 0})  # not in the new one
     died = layout.staging_key(cluster, layout.partitions_key(cluster), "g0")
-    client.hset(died, "big/000099", "{}")  # a rewrite that died half-way
+    rds.hset(died, "big/000099", "{}")  # a rewrite that died half-way
     same = layout.staging_key(cluster, layout.partitions_key(cluster), "g2")
-    client.hset(same, "stray/000000", "{}")  # ... and one of the very generation written next
+    rds.hset(same, "stray/000000", "{}")  # ... and one of the very generation written next
     writer.write_full(big_state(cluster, 20), {"gen": "g2", "seq": 2})
-    assert client.hlen(layout.partitions_key(cluster)) == 20
-    assert client.hget(layout.partitions_key(cluster), "stray/000000") is None
-    assert not client.exists(layout.partition_state_set(cluster, "OfflinePartition"))
-    assert client.zcard(layout.partition_state_set(cluster, "OnlinePartition")) == 20
-    assert not [k for k in mirror_keys(client, cluster) if ":staging:" in k]
-    assert client.hget(layout.meta_key(cluster), "seq") == b"2"
+    assert rds.hlen(layout.partitions_key(cluster)) == 20
+    assert rds.hget(layout.partitions_key(cluster), "stray/000000") is None
+    assert not rds.exists(layout.partition_state_set(cluster, "OfflinePartition"))
+    assert rds.zcard(layout.partition_state_set(cluster, "OnlinePartition")) == 20
+    assert not [k for k in mirror_keys(rds, cluster) if ":staging:" in k]
+    assert rds.hget(layout.meta_key(cluster), "seq") == b"2"
 
 
 def test_a_key_of_another_cluster_has_no_staging_name() -> None:
