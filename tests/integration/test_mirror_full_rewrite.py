@@ -1,5 +1,6 @@
-"""A full rewrite of the mirror's snapshot against a real Redis: staged outside any transaction, then
-swapped in by one short ``MULTI``, so other clients are served while a big cluster's rows go in."""
+"""Whole snapshots against a real Redis: a full rewrite staged outside any transaction, then swapped in
+by one short ``MULTI`` (other clients are served while a big cluster's rows go in), and the meta hash
+updated only over its own generation."""
 
 from __future__ import annotations
 
@@ -91,3 +92,18 @@ def test_a_rewrite_replaces_the_old_snapshot_and_the_leftovers_of_one_that_died(
 def test_a_key_of_another_cluster_has_no_staging_name() -> None:
     with pytest.raises(ValueError, match="not a mirror key"):
         layout.staging_key("a", layout.partitions_key("b"), "g")
+
+
+def test_the_meta_is_updated_only_over_its_own_generation(rds: redis.Redis, cluster: str) -> None:
+    """A heartbeat's check and write were two commands: a FLUSHALL between them let the write bring
+    the old generation back over an empty snapshot, and the loss was never seen (CI, stop 43)."""
+    writer = SnapshotWriter(rds, cluster)
+    writer.write_full(big_state(cluster, 4), {"gen": "g1", "seq": 1})
+    assert writer.write_meta_of_gen({"gen": "g1", "seq": 2, "heartbeat_at": 5, "lag_ms": None}, "g1")
+    assert rds.hmget(layout.meta_key(cluster), ["seq", "heartbeat_at", "lag_ms"]) == [b"2", b"5", b""]
+    rds.unlink(*mirror_keys(rds, cluster))  # the snapshot lost, as FLUSHALL or a restart loses it
+    assert not writer.write_meta_of_gen({"gen": "g1", "seq": 3, "heartbeat_at": 6}, "g1")
+    assert not rds.exists(layout.meta_key(cluster))  # nothing written: the next heartbeat sees the loss too
+    writer.write_full(big_state(cluster, 4), {"gen": "g2", "seq": 4})  # another writer's newer snapshot
+    assert not writer.write_meta_of_gen({"gen": "g1", "seq": 5}, "g1")
+    assert rds.hmget(layout.meta_key(cluster), ["gen", "seq"]) == [b"g2", b"4"]

@@ -231,11 +231,10 @@ class StatusAndFlush:
         # seq as written by now (the flushes before this job), not as when it was queued.
         meta["seq"] = self.seq
         try:
-            if not need_resync and gen and self.writer.meta_gen() != gen:
-                # Redis restarted empty or was flushed: our snapshot is gone.
+            # Written only over our own generation: if Redis restarted empty or was flushed, our
+            # snapshot is gone (and the meta stays gone until the resync writes a new one).
+            if gen and not self.writer.write_meta_of_gen(meta, gen) and not need_resync:
                 self._resync_from_writer("Redis lost the snapshot")
-            if gen:
-                self.writer.write_meta(meta)
             self.writer.prune_interest(now_ms)
         except redis.RedisError as exc:
             logger.warning("mirror of %s: Redis unavailable (%s)", self.cluster, exc)

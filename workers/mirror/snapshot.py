@@ -33,6 +33,15 @@ logger = logging.getLogger(__name__)
 
 _CHUNK = 10_000
 
+# KEYS[1] the meta hash; ARGV[1] the generation it must hold; then field, value pairs.
+_WRITE_META_OF_GEN = """
+if redis.call('hget', KEYS[1], 'gen') ~= ARGV[1] then
+  return 0
+end
+redis.call('hset', KEYS[1], unpack(ARGV, 2))
+return 1
+"""
+
 
 def _chunks(items: list[Any], size: int = _CHUNK) -> Iterable[list[Any]]:
     for start in range(0, len(items), size):
@@ -52,6 +61,7 @@ class SnapshotWriter:
     def __init__(self, client: redis.Redis, cluster: str) -> None:
         self.client = client
         self.cluster = cluster
+        self._write_meta_of_gen = client.register_script(_WRITE_META_OF_GEN)
 
     def write_changes(
         self,
@@ -165,8 +175,15 @@ class SnapshotWriter:
         swap.hset(layout.meta_key(c), mapping=_m(_meta(meta)))
         swap.execute()
 
-    def write_meta(self, meta: Mapping[str, Any]) -> None:
-        self.client.hset(layout.meta_key(self.cluster), mapping=_m(_meta(meta)))
+    def write_meta_of_gen(self, meta: Mapping[str, Any], gen: str) -> bool:
+        """Update the meta hash only while it still holds generation ``gen``, in one step; False when
+        Redis lost the snapshot (a restart, ``FLUSHALL``), and then nothing is written.
+
+        A check and a write as two commands let a ``FLUSHALL`` land between them: the write then
+        recreated the meta hash with the old generation over an empty snapshot, and no later
+        heartbeat could tell the snapshot was gone (seen in CI: the mirror never resynced)."""
+        fields = [item for key, value in _meta(meta).items() for item in (key, value)]
+        return bool(self._write_meta_of_gen(keys=[layout.meta_key(self.cluster)], args=[gen, *fields]))
 
     def meta_gen(self) -> str | None:
         """The generation id in Redis (None after a Redis restart or ``FLUSHALL``)."""
