@@ -41,8 +41,11 @@ class BlockingWriter(RecordingWriter):
             raise redis.ConnectionError("gone")
         super().write_changes(ch, meta, before_rows, after_rows)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
+    def write_meta_of_gen(self, meta: dict[str, Any], gen: str) -> bool:
+        if gen != self.meta_gen():  # as the real one: nothing written over another generation
+            return False
         self.metas.append(dict(meta))
+        return True
 
     def prune_interest(self, now_ms: int) -> None: ...
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import redis
+from redis.commands.core import Script
 
 from dashboard.clusters import layout
 from workers.mirror.changes import ChangeSet
@@ -61,7 +62,7 @@ class SnapshotWriter:
     def __init__(self, client: redis.Redis, cluster: str) -> None:
         self.client = client
         self.cluster = cluster
-        self._write_meta_of_gen = client.register_script(_WRITE_META_OF_GEN)
+        self._meta_script: Script | None = None  # registered on first use
 
     def write_changes(
         self,
@@ -182,8 +183,10 @@ class SnapshotWriter:
         A check and a write as two commands let a ``FLUSHALL`` land between them: the write then
         recreated the meta hash with the old generation over an empty snapshot, and no later
         heartbeat could tell the snapshot was gone (seen in CI: the mirror never resynced)."""
+        if self._meta_script is None:
+            self._meta_script = self.client.register_script(_WRITE_META_OF_GEN)
         fields = [item for key, value in _meta(meta).items() for item in (key, value)]
-        return bool(self._write_meta_of_gen(keys=[layout.meta_key(self.cluster)], args=[gen, *fields]))
+        return bool(self._meta_script(keys=[layout.meta_key(self.cluster)], args=[gen, *fields]))
 
     def meta_gen(self) -> str | None:
         """The generation id in Redis (None after a Redis restart or ``FLUSHALL``)."""
