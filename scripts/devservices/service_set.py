@@ -106,9 +106,9 @@ class ServiceSet:
             host=self.host,
             port=self.spark_port,
             base_dir=self.base_dir,
-            master=os.environ.get("SPARK_CONNECT_MASTER", "local[*]"),
-            driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", "4g"),
-            log_level=os.environ.get("SPARK_CONNECT_LOG_LEVEL", "WARN"),
+            master=os.environ.get("SPARK_CONNECT_MASTER", SparkConnectServer.master),
+            driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", SparkConnectServer.driver_memory),
+            log_level=os.environ.get("SPARK_CONNECT_LOG_LEVEL", SparkConnectServer.log_level),
             owner=self.owner,
         )
 
