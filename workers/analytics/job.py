@@ -285,7 +285,7 @@ def run(
 
         # 2. The three aggregates of the whole cache, in parallel; then the walk.
         rare = _union(frame.withColumn("cluster", F.lit(name)) for name, frame in rare_parts)
-        special = keep(events.where(F.col("extra").isNotNull()) if rare is None else rare)
+        special = keep(X.rare_rows(events) if rare is None else rare)
         days = keep(X.partition_days(events))
         epochs = keep(M.controller_epochs(events, seeds["controller"]))
         if barriers:
