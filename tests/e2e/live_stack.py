@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
+import redis
 from kazoo.client import KazooClient
 
 from controller_core.model import TopicPartition
+from dashboard.clusters import layout
 from scripts.devservices import REPO_ROOT, free_port, port_open
 from scripts.support.kafka_layout import KafkaLayoutWriter
 from tests.support.dashboard_db import install_migrated, register_cluster_and_user
@@ -34,6 +36,10 @@ PASSWORD: Final = "correct horse battery"
 ASSIGNMENT: Final = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 3], 4: [2, 1], 5: [3, 2]}
 #: The controller epoch of the seeded layout (and of every state a test writes).
 CONTROLLER_EPOCH: Final = 5
+#: How long the stack's processes may take to start and the mirror to write its first snapshot: a
+#: wait for a condition, not a latency bound. With the suite's Spark jobs on both cores, daphne's and
+#: ``run_mirror``'s start-up alone took 15-25 s (a page's 30 s wait for "live" once ran out in CI).
+FIRST_SNAPSHOT_S: Final = 120.0
 
 
 @dataclass
@@ -118,6 +124,22 @@ def start_mirror(env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def wait_for_first_snapshot(stack: Stack, redis_url: str, deadline: float) -> None:
+    """Wait until the mirror has written a snapshot of :data:`CLUSTER` (its meta carries a generation).
+
+    So a test's own waits start from a mirrored cluster: a page opened before the first snapshot
+    shows "not mirrored yet", and its wait for "live" would also time the mirror's start-up.
+    """
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while not client.hget(layout.meta_key(CLUSTER), "gen"):
+            if time.monotonic() > deadline or stack.mirror.poll() is not None:
+                raise AssertionError("the mirror wrote no snapshot:\n" + (stack.logs / "mirror.log").read_text())
+            time.sleep(0.1)
+    finally:
+        client.close()
+
+
 @contextmanager
 def running_stack(
     zk_chroot: str, redis_url: str, tmp_path: Path, *, template: Path, leader_epoch: int, stack_type: type[S]
@@ -153,11 +175,12 @@ def running_stack(
                 mirror=start_mirror(env, logs),
                 logs=logs,
             )
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + FIRST_SNAPSHOT_S
             while not port_open("127.0.0.1", port):
                 if time.monotonic() > deadline or web.poll() is not None:
                     raise AssertionError("daphne did not start:\n" + (logs / "web.log").read_text())
                 time.sleep(0.1)
+            wait_for_first_snapshot(stack, redis_url, deadline)
             yield stack
         finally:
             if web.poll() is None:
