@@ -199,7 +199,8 @@ def run(
             agent_nice,
             state_change_dir=Path(tmp) / "state-change-log",
             redis_url=redis_url,
-            zookeeper_pid=None if services.zookeeper.process is None else services.zookeeper.process.pid,
+            # By its pid file: ``services.zookeeper`` is a new handle at each access (its ``process`` None).
+            zookeeper_pid=services.zookeeper.recorded_pid(),
             standby=standby,
         )
         try:
@@ -265,6 +266,8 @@ def run(
             report[f"{scenario}_{key}_runs"] = values
     for scenario, per_run in bench.thread_cpu.items():
         report[f"{scenario}_thread_cpu_s_runs"] = per_run
+    for scenario, per_run in bench.machine_cpu.items():
+        report[f"{scenario}_machine_cpu_runs"] = per_run
     report["controller_peak_rss_mb"] = round(max(bench.rss, default=0.0), 1)
     report["events_processed"] = status["events_processed"]
     report["events_per_s_busy"] = round(events_per_s, 1)

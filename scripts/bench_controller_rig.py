@@ -29,6 +29,7 @@ from controller_core.zk import codecs, paths
 from controller_core.zk.store import ZkStore
 from scripts.bench_controller_proc import PY, REPO_ROOT, ControllerProc, CpuProbe, http_json, process_cpu_s
 from scripts.bench_store import _check_fenced_result, _fenced_set, _pipelined
+from scripts.support.machine_cpu import MachineCpu, MachineCpuWindow
 
 PER_TOPIC = 50
 QUIET_S = 0.5
@@ -114,6 +115,8 @@ class Bench:
         self.cpu: dict[str, list[dict[str, float]]] = {}
         # Per scenario: each thread's CPU in the controller process (``CpuProbe``'s ``thread_cpu_s``).
         self.thread_cpu: dict[str, list[dict[str, float]]] = {}
+        # Per scenario: the whole machine's CPU over the figure's window, by process role (``machine_window``).
+        self.machine_cpu: dict[str, list[dict[str, Any]]] = {}
         self.partitions: list[TopicPartition] = []
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
 
@@ -236,6 +239,26 @@ class Bench:
             lambda: http_json(url, "GET", "/v1/status")["event_queue_size"] == 0, timeout, "an idle controller", 0.2
         )
 
+    def machine_window(self) -> MachineCpuWindow:
+        """Opened when a figure's clock starts: the machine's busy CPU and, by role, the processes that
+        make the figure (the active controller, the other candidate, ZooKeeper, the broker agents, this
+        benchmark's own process, which times and checks)."""
+        active = self.active()
+        roles = {
+            "controller": [active.proc.pid],
+            "standby": [c.proc.pid for c in self.controllers.values() if c is not active and c.proc.poll() is None],
+            "zookeeper": [] if self.zookeeper_pid is None else [self.zookeeper_pid],
+            "agents": [a.pid for a in self.agents.values() if a.poll() is None],
+            "benchmark": [os.getpid()],
+        }
+        return MachineCpuWindow(roles)
+
+    def record_machine(self, scenario: str, used: MachineCpu) -> None:
+        """Keep and print the machine's CPU over ``scenario``'s window (stopped when its clock stopped)."""
+        scenario = scenario if self.batched else "unbatched_" + scenario
+        self.machine_cpu.setdefault(scenario, []).append(used.as_dict())
+        log(f"      {used.summary()}")
+
     def record_cpu(self, scenario: str, probe: CpuProbe, wall_s: float) -> None:
         """Keep ``probe``'s figures under ``scenario`` (``unbatched_`` prefixed in the unbatched phase)."""
         scenario = scenario if self.batched else "unbatched_" + scenario
@@ -331,6 +354,7 @@ class Bench:
         active = self.active()
         probe = CpuProbe(active, "BROKER_CHANGE")
         self.kill_agent(broker_id)
+        window = self.machine_window()
         started = time.perf_counter()
         started_ms = time.time() * 1000
         self.client.delete(paths.broker_id_path(broker_id))
@@ -353,12 +377,15 @@ class Bench:
         # (the server's wall clock, this machine's).
         written_s = (self.last_modified_ms(led) - started_ms) / 1000
         seconds = max(written_s, sent_s)
+        window.stop()
+        machine = window.until(started + seconds)
         log(
             f"  broker_failure: {seconds:.3f} s for {len(led)} leaders of broker {broker_id} (all in ZooKeeper "
             f"after {written_s:.3f} s, their LeaderAndIsr sent after {sent_s:.3f} s, checked by the benchmark "
             f"after {polled_s:.3f} s; controller peak RSS so far {active.peak_rss_mb():.0f} MB)"
         )
         self.record_cpu("broker_failure", probe, seconds)
+        self.record_machine("broker_failure", machine)
         return seconds, len(led)
 
     def controlled_shutdown(self, broker_id: int) -> tuple[float, int]:
@@ -368,8 +395,10 @@ class Bench:
         url = self.active().url
         assert url is not None
         probe = CpuProbe(self.active(), "CONTROLLED_SHUTDOWN")
+        window = self.machine_window()
         started = time.perf_counter()
         answer = http_json(url, "POST", "/v1/controlled_shutdown", {"broker_id": broker_id, "broker_epoch": stat.czxid})
+        machine = window.stop()
         seconds = time.perf_counter() - started
         remaining = answer.get("partitions_remaining", answer.get("remaining_partitions", []))
         log(
@@ -377,6 +406,7 @@ class Bench:
             f"(error {answer.get('error_code')}, {len(remaining)} remaining)"
         )
         self.record_cpu("controlled_shutdown", probe, seconds)
+        self.record_machine("controlled_shutdown", machine)
         self.kill_agent(broker_id)
         self.client.delete(paths.broker_id_path(broker_id))
         return seconds, led
@@ -394,6 +424,7 @@ class Bench:
         pieces = -(-size // self.store.max_znode_bytes)
         step = -(-len(self.partitions) // pieces)
         probe = CpuProbe(self.active(), "MANUAL_LEADER_BALANCE")
+        window = self.machine_window()
         started = time.perf_counter()
         for i in range(0, len(self.partitions), step):
             deleted = threading.Event()
@@ -402,12 +433,14 @@ class Bench:
                 deleted.set()
             if not deleted.wait(600):
                 raise TimeoutError("preferred election")
+        machine = window.stop()
         seconds = time.perf_counter() - started
         log(
             f"  preferred_election: {seconds:.3f} s ({moved} partitions off their preferred leader; "
             f"{pieces} request znode(s))"
         )
         self.record_cpu("preferred_election", probe, seconds)
+        self.record_machine("preferred_election", machine)
         return seconds, moved
 
     def restart_brokers(self, ids: Sequence[int]) -> None:
@@ -461,11 +494,17 @@ class Bench:
         read_s = time.perf_counter() - started
         current = {tp: r.state.leader_and_isr for tp, r in reads.items() if r.state is not None}
         subset = parts[:writes]
+        window = MachineCpuWindow({"zookeeper": [] if self.zookeeper_pid is None else [self.zookeeper_pid]})
         started = time.perf_counter()
         result = store.update_leader_and_isr(
             {tp: current[tp].new_epoch() for tp in subset}, epoch.epoch, epoch.epoch_zk_version
         )
         write_s = time.perf_counter() - started
+        # What ZooKeeper itself spends on the writes, with nothing else running: the part of every
+        # scenario's machine CPU that no controller change can remove.
+        used = window.stop()
+        self.machine_cpu.setdefault("zk_floor_write", []).append(used.as_dict())
+        log(f"  zk_floor_write: {write_s:.3f} s; {used.summary()}")
         for tp, lai in result.finished.items():
             if isinstance(lai, LeaderAndIsr):
                 current[tp] = lai

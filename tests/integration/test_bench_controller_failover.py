@@ -1,5 +1,5 @@
-"""scripts/bench (``bench_controller.py``): the failover-only small mode completes, its output parses,
-and its warm failover took the warm path (the standby's kept context and start-up requests)."""
+"""scripts/bench (``bench_controller.py``): its small modes complete and their output parses; the
+failover-only one's warm failover took the warm path (the standby's kept context and start-up requests)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,29 @@ def test_failover_only_small_mode_prints_both_failovers_and_the_floor() -> None:
 def test_an_unknown_scenario_set_is_refused() -> None:
     with pytest.raises(SystemExit):
         bench_controller.main(["--scenarios", "everything"])
+
+
+def test_every_scenario_small_mode_reports_each_figure_with_the_machine_cpu() -> None:
+    """Every scenario, batched and unbatched, at a small size: each figure, the controller's CPU and the
+    machine's CPU over the figure's window by role (scripts/support/machine_cpu.py)."""
+    args = ["--partitions", "300", "--brokers", "3", "--runs", "1", "--unbatched-runs", "1"]
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_controller.py"), *args, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    report = json.loads(out.stdout)
+    for scenario in ("broker_failure", "controlled_shutdown", "preferred_election"):
+        for prefix in ("", "unbatched_"):
+            assert report[f"{prefix}{scenario}_s"] > 0
+            (machine,) = report[f"{prefix}{scenario}_machine_cpu_runs"]
+            assert set(machine["by_role_cpu_s"]) == {"controller", "standby", "zookeeper", "agents", "benchmark"}
+            # Each role found its processes (ZooKeeper's by the service's pid file; the agents still up).
+            assert machine["processes"]["zookeeper"] == machine["processes"]["controller"] == 1
+            assert machine["processes"]["standby"] == 1 and machine["processes"]["agents"] >= 1
+            assert machine["wall_s"] > 0 and machine["busy_cpu_s"] >= 0 and machine["others_cpu_s"] >= 0
+    (floor,) = report["zk_floor_write_machine_cpu_runs"]
+    assert floor["processes"] == {"zookeeper": 1} and floor["by_role_cpu_s"]["zookeeper"] >= 0
