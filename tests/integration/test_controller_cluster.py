@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -80,7 +82,13 @@ def test_preferred_election_through_the_admin_znode_and_unelectable_partitions_r
     wait_for(lambda: zk.exists(paths.PREFERRED_REPLICA_ELECTION_PATH) is None, timeout=20, what="znode cleared")
     assert state(zk, "orders", 0)[0] == 1
     assert state(zk, "orders", 1)[0] != 3
-    report = [r for r in candidates.sinks[100].records if r["kind"] == "preferred_election_request"][-1]
+    # The results record follows the znode's delete (the request is done once its znode is gone).
+
+    def reports() -> list[Mapping[str, Any]]:
+        return [r for r in candidates.sinks[100].records if r["kind"] == "preferred_election_request"]
+
+    wait_for(lambda: bool(reports()), timeout=10, what="the request's results record")
+    report = reports()[-1]
     assert report["results"] == {"orders-0": 1, "orders-1": "PREFERRED_LEADER_NOT_AVAILABLE"}
 
 
