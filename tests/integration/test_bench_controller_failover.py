@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,17 +18,23 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_failover_only_small_mode_prints_both_failovers_and_the_floor() -> None:
-    args = ["--partitions", "300", "--brokers", "3", "--runs", "1", "--unbatched-runs", "0", "--scenarios", "failover"]
+def bench_report(*args: str) -> dict[str, Any]:
+    """``scripts/bench_controller.py ARGS --json`` at 300 partitions on 3 brokers, 1 run: its report."""
+    small = ["--partitions", "300", "--brokers", "3", "--runs", "1"]
     out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_controller.py"), *args, "--json"],
+        [sys.executable, str(REPO / "scripts" / "bench_controller.py"), *small, *args, "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=True,
     )
-    report = json.loads(out.stdout)
+    report: dict[str, Any] = json.loads(out.stdout)
+    return report
+
+
+def test_failover_only_small_mode_prints_both_failovers_and_the_floor() -> None:
+    report = bench_report("--unbatched-runs", "0", "--scenarios", "failover")
     assert report["scenarios"] == "failover" and report["partitions"] == 300
     assert report["failover_s"] > 0 and report["cold_failover_s"] > 0 and report["zk_floor_read_s"] > 0
     assert "broker_failure_s" not in report and "preferred_election_s" not in report
@@ -44,16 +51,7 @@ def test_an_unknown_scenario_set_is_refused() -> None:
 def test_every_scenario_small_mode_reports_each_figure_with_the_machine_cpu() -> None:
     """Every scenario, batched and unbatched, at a small size: each figure, the controller's CPU and the
     machine's CPU over the figure's window by role (scripts/support/machine_cpu.py)."""
-    args = ["--partitions", "300", "--brokers", "3", "--runs", "1", "--unbatched-runs", "1"]
-    out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_controller.py"), *args, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    report = json.loads(out.stdout)
+    report = bench_report("--unbatched-runs", "1")
     for scenario in ("broker_failure", "controlled_shutdown", "preferred_election"):
         for prefix in ("", "unbatched_"):
             assert report[f"{prefix}{scenario}_s"] > 0

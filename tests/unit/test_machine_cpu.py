@@ -21,8 +21,11 @@ def _spin(seconds: float) -> None:
 
 
 def test_a_role_gets_the_cpu_its_processes_used_and_the_machine_at_least_as_much() -> None:
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('asleep', flush=True); time.sleep(30)"], stdout=subprocess.PIPE
+    )
     try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"asleep\n"  # its start-up done
         window = MachineCpuWindow({"spinner": [os.getpid()], "sleeper": [sleeper.pid]})
         _spin(0.3)
         used = window.stop()
