@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.devservices.process import process_cpu_seconds
+
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
@@ -34,10 +36,9 @@ def machine_busy_s() -> float:
 def _process_cpu_s(pid: int) -> float | None:
     """User + system CPU-seconds of ``pid`` (every thread) so far; None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return process_cpu_seconds(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
 @dataclass(frozen=True)
