@@ -9,9 +9,11 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from kazoo.client import KazooClient
 
@@ -71,6 +73,20 @@ def leader_moved_away(zk: KazooClient, zk_chroot: str, agents: Agents, candidate
     Cluster.objects.create(name=NAME, zookeeper_connect=zk_chroot)
 
 
+def task_thread(body: Callable[[], object]) -> threading.Thread:
+    """A thread that runs a task's body as a Celery worker would, then closes the thread's database
+    connection, as Celery's Django fixup does after each task (left open, it outlived the test and
+    kept PostgreSQL from dropping the test database at the session's end)."""
+
+    def run() -> None:
+        try:
+            body()
+        finally:
+            connection.close()
+
+    return threading.Thread(target=run)
+
+
 def test_bad_catch_up_settings_are_refused_with_nothing_written(
     zk: KazooClient, zk_chroot: str, operator: Client, sent: list[Any]
 ) -> None:
@@ -121,9 +137,7 @@ def test_a_waiting_election_moves_leadership_only_after_catch_up(
 
     joined: list[float] = []
     result: list[str] = []
-    worker = threading.Thread(
-        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
-    )
+    worker = task_thread(lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3)))
     worker.start()
     # Only ZooKeeper is watched while the task runs: a read of the action here could meet the task's
     # write in the test's shared-cache SQLite ("database table is locked") and fail the task itself.
@@ -173,9 +187,7 @@ def test_a_waiting_election_says_when_another_election_moved_the_partition(
     leader_moved_away(zk, zk_chroot, agents, candidates)
     action_id = submit_catch_up(operator, "warm only", min_isr_s=3600, max_lag=100000, timeout_s=60)
     result: list[str] = []
-    worker = threading.Thread(
-        target=lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3))
-    )
+    worker = task_thread(lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3)))
     worker.start()
     wait_for(
         lambda: bool((Action.objects.get(pk=action_id).outcome or {}).get("waiting")),
