@@ -10,6 +10,7 @@ Tests are marked by folder: ``tests/unit`` -> unit, ``tests/integration`` -> int
 
 from __future__ import annotations
 
+import inspect
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -100,6 +101,22 @@ def _quick_password_hashing() -> Iterator[None]:
 
     with override_settings(PASSWORD_HASHERS=["tests.support.hashers.QuickPBKDF2PasswordHasher"]):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _async_orm_connection_closed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After an async test, close the database connection of asgiref's one thread for thread-sensitive
+    sync code (``sync_to_async`` and Channels' ``database_sync_to_async`` called from a test's event
+    loop, with no sync caller above, run there). That thread outlives the test, and its connection,
+    left open, kept PostgreSQL from dropping the test database at the session's end ("database
+    test_kcp_gwN is being accessed by other users"). In the product, Channels runs Django's
+    ``close_old_connections`` around each consumer handler."""
+    yield
+    if inspect.iscoroutinefunction(getattr(request, "function", None)):
+        from asgiref.sync import SyncToAsync
+        from django.db import connections
+
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
 
 
 @pytest.fixture(scope="session")
