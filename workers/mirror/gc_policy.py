@@ -53,7 +53,8 @@ class IdleCollector:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self._next_at = 0.0
-        self.collections = 0
+        self.collections = 0  # passes taken, full or (frozen set too big) of the unfrozen generations
+        self.skipped_full_collections = 0
 
     def synced(self, now: float) -> None:
         """A sync just collected what it built: the next full pass is an interval away."""
@@ -64,7 +65,10 @@ class IdleCollector:
         # now would stall them. Tried again at the next heartbeat.
         if idle and now >= self._next_at and gc.isenabled():
             self._next_at = now + self.interval_s
-            collect_everything_and_freeze()
+            # Said once, as the controller's EventGcPolicy says it: not every interval for as long as
+            # the snapshot stays that big.
+            if not collect_everything_and_freeze(log_skip=self.skipped_full_collections == 0):
+                self.skipped_full_collections += 1
             self.collections += 1
 
 
