@@ -109,6 +109,7 @@ class ServiceSet:
             master=os.environ.get("SPARK_CONNECT_MASTER", SparkConnectServer.master),
             driver_memory=os.environ.get("SPARK_CONNECT_MEMORY", SparkConnectServer.driver_memory),
             log_level=os.environ.get("SPARK_CONNECT_LOG_LEVEL", SparkConnectServer.log_level),
+            java_options=os.environ.get("SPARK_CONNECT_JAVA_OPTIONS", SparkConnectServer.java_options),
             owner=self.owner,
         )
 

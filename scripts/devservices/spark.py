@@ -53,6 +53,13 @@ class SparkConnectServer(ManagedProcess):
     #: one server (a fresh clone, 3 workers): 4,296 and 4,321 compilations, 256.0 and 258.0 server
     #: CPU-s at 100; 1,743 compilations and 239.2 CPU-s at 4,000 (load 0.1 to 10.6, one run each).
     codegen_cache_entries: int = 4000
+    #: The JVM's own options (``--driver-java-options``: with ``local[*]`` the driver is the whole
+    #: server), none by default: Java 17's G1. The throughput collector (``-XX:+UseParallelGC``)
+    #: measured better only on tiny runs, so only the test suite's server uses it
+    #: (tests/integration/conftest.py). The benchmark's 10-million history, one run each on the same
+    #: day (G1 / Parallel, wall then server CPU-s): full recompute 37.7 s, 70.2 / 37.9 s, 70.0; from the
+    #: JSON 68.6 s, 131.5 / 89.3 s, 131.8; the last day 12.1 s, 20.6 / 11.0 s, 18.5.
+    java_options: str = ""
 
     def __post_init__(self) -> None:
         # Spark would take a wrong level too and fail at the JVM's start, in a log the operator has
@@ -91,6 +98,8 @@ class SparkConnectServer(ManagedProcess):
             "spark.sql.codegen.cache.maxEntries": str(self.codegen_cache_entries),
         }
         args = ["--master", self.master, "--driver-memory", self.driver_memory]
+        if self.java_options:
+            args += ["--driver-java-options", self.java_options]
         for key, value in confs.items():
             args += ["--conf", f"{key}={value}"]
         # What sbin/start-connect-server.sh submits, without its daemon script: that one runs the

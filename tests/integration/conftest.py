@@ -87,6 +87,14 @@ def _save_users(shared: Path, pids: list[int]) -> None:
     (shared / "users.json").write_text(json.dumps(sorted(set(pids))))
 
 
+#: The suite's server collects with the throughput collector: the Spark test modules' runs are tiny,
+#: and on them Java's default G1 cost more server CPU (alternated, 3 workers, load 3-6: 252, 260, 272
+#: CPU-s with G1; 219, 244, 252 with Parallel; C1-only JIT 334), and in the whole suite (one run
+#: each) 311 against 282, the machine's busy CPU 1,082 against 1,024 CPU-s. The product keeps G1
+#: (scripts/devservices/spark.py: no gain on its large runs).
+TEST_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+
 def _server(shared: Path, port: int | None = None) -> SparkConnectServer:
     """The shared server on ``port``, else on the port a previous start recorded, else on a free one."""
     if port is None:
@@ -94,7 +102,14 @@ def _server(shared: Path, port: int | None = None) -> SparkConnectServer:
             port = int(json.loads((shared / "spark-connect.json").read_text())["port"])
         except (OSError, ValueError, KeyError, TypeError):
             port = free_port()
-    return SparkConnectServer(port=port, host="127.0.0.1", base_dir=shared, master="local[2]", driver_memory="2g")
+    return SparkConnectServer(
+        port=port,
+        host="127.0.0.1",
+        base_dir=shared,
+        master="local[2]",
+        driver_memory="2g",
+        java_options=TEST_JAVA_OPTIONS,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -298,6 +298,20 @@ def test_the_session_caches_uncompressed_unless_the_submitter_chose(
     assert spark.range(3).count() == 3
 
 
+def test_the_server_jvm_runs_with_its_java_options(spark_connect: SparkConnectServer) -> None:
+    """``java_options`` reach the server's JVM itself (before its main class), not only spark-submit's
+    arguments: with ``local[*]`` the driver is the server, so the option must be on that JVM."""
+    pid = spark_connect.recorded_pid()
+    assert pid is not None
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    main = argv.index("org.apache.spark.deploy.SparkSubmit")
+    options = spark_connect.java_options.split()
+    if not options:
+        pytest.skip("this server was started with no JVM options (TEST_REUSE_SERVICES=1: the product's)")
+    for option in options:
+        assert option in argv[:main], (option, argv[:main])
+
+
 def test_it_rejects_bad_input_clearly(tmp_path: Path, history: Path) -> None:
     with pytest.raises(JobInputError, match="does not exist"):
         discover(_config(tmp_path / "missing", tmp_path, D1, D1))
