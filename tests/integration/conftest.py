@@ -37,12 +37,15 @@ def _session_root(factory: pytest.TempPathFactory) -> Path:
 
 @contextlib.contextmanager
 def _locked(root: Path, name: str = SHARED_DIR) -> Iterator[Path]:
-    """``root/name``, held under an exclusive lock (other workers wait for it)."""
+    """``root/name``, held under an exclusive lock (other workers wait for it).
+
+    Created only under the lock: a holder may remove and rebuild it (``shared_dir``), and a worker
+    that created it before waiting made the holder's ``mkdir`` fail (seen once, FileExistsError)."""
     shared = root / name
-    shared.mkdir(exist_ok=True)
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            shared.mkdir(exist_ok=True)
             yield shared
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
