@@ -379,7 +379,11 @@ def run(
         records = sum(per_cluster.values())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        for frame in cached:
+        # Latest first: a frame cached on top of another goes before it. Spark re-plans every cached
+        # frame whose data is not loaded yet and that reads a frame being uncached (CacheManager's
+        # recache), so the first-cached-first order re-planned the later ones, up to once per frame
+        # below them.
+        for frame in reversed(cached):
             frame.unpersist()
         _restore_settings(spark, restore)
 
