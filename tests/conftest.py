@@ -119,6 +119,14 @@ def _async_orm_connection_closed(request: pytest.FixtureRequest) -> Iterator[Non
         SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
 
 
+#: The suite's ZooKeeper servers compile with C1 only. Half of their CPU went to the JIT's compiler
+#: threads, for servers that live minutes; C1 code is slower, but ZooKeeper's work here is small
+#: requests. Six ZooKeeper-heavy integration modules on 3 workers (per-thread /proc sampling, two
+#: runs each, alternated): 34.3 and 35.7 ZooKeeper CPU-s with the full JIT (17.2 and 17.1 of it
+#: compiling), 22.5 and 25.7 with C1 only. The benchmarks and the product keep the full JIT.
+TEST_ZK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceSet]:
     """ZooKeeper and Redis for the whole test session."""
@@ -131,7 +139,12 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceSet]:
             pytest.exit("TEST_REUSE_SERVICES=1 but `scripts/services up` is not running", returncode=4)
         yield reused
         return
-    started = ServiceSet(base_dir=tmp_path_factory.mktemp("services"), zk_port=free_port(), redis_port=free_port())
+    started = ServiceSet(
+        base_dir=tmp_path_factory.mktemp("services"),
+        zk_port=free_port(),
+        redis_port=free_port(),
+        zk_java_options=TEST_ZK_JAVA_OPTIONS,
+    )
     started.up()
     try:
         yield started

@@ -85,13 +85,19 @@ class ServiceSet:
     pg_port: int = DEFAULT_PG_PORT
     host: str = "127.0.0.1"
     zk_heap_mb: int = 512  # the benchmark raises it for a million partitions
+    zk_java_options: str = ""  # more JVM options for ZooKeeper (the test suite's: tests/conftest.py)
     spark_port: int = 0  # a Spark Connect server too when non-zero (the dev stack; tests start their own)
     owner: str = str(REPO_ROOT)  # the checkout whose services these are: only it stops them (process.py)
 
     @property
     def zookeeper(self) -> ZooKeeperServer:
         return ZooKeeperServer(
-            host=self.host, port=self.zk_port, base_dir=self.base_dir, heap_mb=self.zk_heap_mb, owner=self.owner
+            host=self.host,
+            port=self.zk_port,
+            base_dir=self.base_dir,
+            heap_mb=self.zk_heap_mb,
+            java_options=self.zk_java_options,
+            owner=self.owner,
         )
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ class ZooKeeperServer(ManagedProcess):
     name: str = "zookeeper"
     tick_ms: int = 500
     heap_mb: int = 512
+    #: More options for the JVM (split like a shell would), none by default: the test suite's servers
+    #: run C1 only (tests/conftest.py), the product and the benchmarks keep Java's full JIT.
+    java_options: str = ""
 
     @property
     def data_dir(self) -> Path:
@@ -106,6 +110,7 @@ class ZooKeeperServer(ManagedProcess):
             java_binary(),
             f"-Xmx{self.heap_mb}m",
             "-XX:+UseParallelGC",
+            *shlex.split(self.java_options),
             "-Djute.maxbuffer=4194304",
             "-Dzookeeper.jmx.log4j.disable=true",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
