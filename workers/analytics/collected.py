@@ -4,7 +4,7 @@ Why: a Spark run costs per job and stage, not per row. Each ``DataFrame.write`` 
 with planning, scheduling and the Parquet committer's job setup, task commits and job commit, and a
 small run wrote 13 tables and 4 or 8 saved-state parts that way. Here several frames are packed into
 one query, each into a column of its own (the frames are unioned; each row fills only its frame's
-column) and fetched with one ``toArrow``; the driver splits the Arrow table back into frames, and
+column) and fetched in one Arrow fetch; the driver splits the Arrow table back into frames, and
 ``job`` writes each cluster's rows with pyarrow, typed and laid out as the Python engine writes them
 (``small.state.write_table``), which ``load``, the next run and the tests read as they read Spark's.
 Only for small runs: a full recompute's tables (millions of leader-count rows) do not belong on the
@@ -13,8 +13,8 @@ driver, and writing them from the executors measured no slower there (docs/analy
 Packing asks the server nothing: against a Spark Connect server, ``frame.columns`` and
 ``toArrow()``'s own ``frame.schema`` are each a round trip in which the server analyses the frame's
 whole plan, and these plans are the job's deepest. The nine Spark test modules made 264 of them
-(0.7-0.9 s each of client wait on the loaded server); the star inside ``struct`` is expanded by the server in the one
-query, and the result's schema comes with its rows.
+(0.7-0.9 s of client wait each, on a loaded server). The star inside ``struct`` is expanded by the
+server within the one query, and the result's schema comes with its rows (``fetch_arrow``).
 """
 
 from __future__ import annotations

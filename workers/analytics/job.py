@@ -379,10 +379,10 @@ def run(
         records = sum(per_cluster.values())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        # Latest first: a frame cached on top of another goes before it. Spark re-plans every cached
-        # frame whose data is not loaded yet and that reads a frame being uncached (CacheManager's
-        # recache), so the first-cached-first order re-planned the later ones, up to once per frame
-        # below them.
+        # Latest first: a frame cached on top of another goes before it. Uncaching a frame makes
+        # Spark re-plan each cached frame that reads it and whose data is not loaded yet
+        # (CacheManager's recache), so first-cached-first could re-plan a later frame once per
+        # frame below it.
         for frame in reversed(cached):
             frame.unpersist()
         _restore_settings(spark, restore)
