@@ -5,11 +5,12 @@ by itself; an election that cannot be satisfied times out and says so; bad T or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -85,6 +86,27 @@ def task_thread(body: Callable[[], object]) -> threading.Thread:
             connection.close()
 
     return threading.Thread(target=run)
+
+
+@contextlib.contextmanager
+def reads_that_never_lock_out_the_task() -> Iterator[None]:
+    """This thread's reads take no table locks in SQLite's shared-cache test database.
+
+    Django's SQLite test database is in memory with a shared cache: a write that meets another
+    connection's read in progress fails at once ("database table is locked"), without the busy wait
+    of a database file or PostgreSQL. A test polling the action while the task writes it made the
+    task fail that way (seen on a loaded machine). A read-uncommitted connection
+    takes no table read locks; on any other database this changes nothing."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA read_uncommitted = true")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA read_uncommitted = false")
 
 
 def test_bad_catch_up_settings_are_refused_with_nothing_written(
@@ -188,15 +210,16 @@ def test_a_waiting_election_says_when_another_election_moved_the_partition(
     action_id = submit_catch_up(operator, "warm only", min_isr_s=3600, max_lag=100000, timeout_s=60)
     result: list[str] = []
     worker = task_thread(lambda: result.append(preferred_election.run(action_id, connect=zk_chroot, poll_s=0.3)))
-    worker.start()
-    wait_for(
-        lambda: bool((Action.objects.get(pk=action_id).outcome or {}).get("waiting")),
-        timeout=30,
-        what="orders-0 seen waiting",
-    )
-    wait_for(lambda: 1 in state(zk)[1], timeout=30, what="broker 1 back in the ISR")
-    ZkStore(zk).create_preferred_replica_election_request([T0])
-    worker.join(timeout=60)
+    with reads_that_never_lock_out_the_task():
+        worker.start()
+        wait_for(
+            lambda: bool((Action.objects.get(pk=action_id).outcome or {}).get("waiting")),
+            timeout=30,
+            what="orders-0 seen waiting",
+        )
+        wait_for(lambda: 1 in state(zk)[1], timeout=30, what="broker 1 back in the ISR")
+        ZkStore(zk).create_preferred_replica_election_request([T0])
+        worker.join(timeout=60)
     assert result == ["succeeded"]
     (entry,) = Action.objects.get(pk=action_id).outcome["elected"].values()
     assert entry["outcome"].startswith("already preferred (moved by another election while this one waited: ")
