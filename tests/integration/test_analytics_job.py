@@ -36,6 +36,7 @@ from tests.integration.analytics_history import (
     store_actions,
     table,
 )
+from tests.support.processes import jvm_arguments
 from workers.analytics import load, runner
 from workers.analytics.job import (
     UNCOMPRESSED_CACHE_CONF,
@@ -303,13 +304,12 @@ def test_the_server_jvm_runs_with_its_java_options(spark_connect: SparkConnectSe
     arguments: with ``local[*]`` the driver is the server, so the option must be on that JVM."""
     pid = spark_connect.recorded_pid()
     assert pid is not None
-    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    main = argv.index("org.apache.spark.deploy.SparkSubmit")
+    before_main = jvm_arguments(pid, "org.apache.spark.deploy.SparkSubmit")
     options = spark_connect.java_options.split()
     if not options:
         pytest.skip("this server was started with no JVM options (TEST_REUSE_SERVICES=1: the product's)")
     for option in options:
-        assert option in argv[:main], (option, argv[:main])
+        assert option in before_main, (option, before_main)
 
 
 def test_it_rejects_bad_input_clearly(tmp_path: Path, history: Path) -> None:

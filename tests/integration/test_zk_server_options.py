@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scripts.devservices import ZooKeeperServer
+from tests.support.processes import jvm_arguments
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
@@ -24,10 +25,9 @@ def test_the_options_are_split_as_a_shell_would_and_come_before_the_main_class(t
 def test_the_suites_server_runs_with_its_java_options(zk_server: ZooKeeperServer) -> None:
     pid = zk_server.recorded_pid()
     assert pid is not None
-    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     options = shlex.split(zk_server.java_options)
     if not options:
         pytest.skip("this server was started with no JVM options (TEST_REUSE_SERVICES=1: the product's)")
-    main = argv.index(MAIN_CLASS)
+    before_main = jvm_arguments(pid, MAIN_CLASS)
     for option in options:
-        assert option in argv[:main], (option, argv[:main])
+        assert option in before_main, (option, before_main)

@@ -1,16 +1,17 @@
-"""Subprocesses of the tests that run the real stack: ``manage.py`` commands and server teardown."""
+"""Subprocesses of the tests that run the real stack: ``manage.py`` commands, server teardown, a JVM's arguments."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from io import StringIO
+from pathlib import Path
 from typing import Final
 
 from scripts.support.django_manage import manage
 from workers.local_processes import terminate_all
 
-__all__ = ["CELERY_WORKER", "in_process", "manage", "terminate_all"]
+__all__ = ["CELERY_WORKER", "in_process", "jvm_arguments", "manage", "terminate_all"]
 
 #: ``celery worker`` of the project's app, as the tests start it (options follow).
 CELERY_WORKER: Final = (sys.executable, "-m", "celery", "-A", "dashboard", "worker")
@@ -34,3 +35,10 @@ def in_process(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     except CommandError as exc:
         return subprocess.CompletedProcess(argv, 1, out.getvalue(), f"{err.getvalue()}CommandError: {exc}\n")
     return subprocess.CompletedProcess(argv, 0, out.getvalue(), err.getvalue())
+
+
+def jvm_arguments(pid: int, main_class: str) -> list[str]:
+    """What the running JVM ``pid`` was given before ``main_class``: the arguments the JVM itself
+    reads (its options), as opposed to its program's."""
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    return argv[: argv.index(main_class)]
