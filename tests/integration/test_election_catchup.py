@@ -95,8 +95,8 @@ def reads_that_never_lock_out_the_task() -> Iterator[None]:
     Django's SQLite test database is in memory with a shared cache: a write that meets another
     connection's read in progress fails at once ("database table is locked"), without the busy wait
     of a database file or PostgreSQL. A test polling the action while the task writes it made the
-    task fail that way (seen on a loaded machine). A read-uncommitted connection
-    takes no table read locks; on any other database this changes nothing."""
+    task fail that way (seen on a loaded machine). A read-uncommitted connection takes no table read
+    locks; on any other database this changes nothing."""
     if connection.vendor != "sqlite":
         yield
         return
